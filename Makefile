@@ -1,0 +1,38 @@
+# rlhf-toy: two commands for everyone.
+#   make serve   create .venv if needed, install, serve the site at http://127.0.0.1:8000/
+#   make test    the same set-up, then every check (one pytest run; see README)
+# Other targets: make notebooks (rebuild docs/notebooks from notebooks/*.py), make build, make bench, make clean.
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+export NO_MKDOCS_2_WARNING := 1
+export PYTHONHASHSEED := 0
+
+.PHONY: serve test build notebooks bench clean
+
+$(STAMP): pyproject.toml requirements-lock.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-lock.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	touch $(STAMP)
+
+serve: $(STAMP)
+	$(PY) -m mkdocs serve --dev-addr 127.0.0.1:8000
+
+test: $(STAMP)
+	MPLBACKEND=Agg $(PY) -m pytest
+
+build: $(STAMP)
+	$(PY) -m mkdocs build --strict
+
+notebooks: $(STAMP)
+	$(PY) scripts/build_notebooks.py
+
+bench: $(STAMP)
+	$(PY) benchmarks/run.py
+
+clean:
+	rm -rf site .cache .pytest_cache

@@ -1,0 +1,37 @@
+"""Repository-level pytest configuration.
+
+pytest-codeblocks reads raw Markdown, so a ```python block whose body is a
+`--8<-- "src/rlhf_toy/...:section"` include would be executed as that literal line. Here every
+Markdown file is first run through pymdownx.snippets with the same options as mkdocs.yml, so the
+tests execute exactly the code a reader sees on the page.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import markdown
+import pytest_codeblocks.plugin as codeblocks_plugin
+from pytest_codeblocks.main import extract_from_buffer
+
+ROOT = Path(__file__).parent
+
+
+def expand_snippets(text: str) -> str:
+    """Return `text` with every `--8<--` include replaced by the included source."""
+    md = markdown.Markdown(
+        extensions=["pymdownx.snippets"],
+        extension_configs={
+            "pymdownx.snippets": {"base_path": [str(ROOT)], "check_paths": True, "dedent_subsections": True}
+        },
+    )
+    return "\n".join(md.preprocessors["snippet"].run(text.split("\n")))
+
+
+def _extract_expanded(f, encoding="utf-8", *args, **kwargs):
+    text = Path(f).read_text(encoding=encoding)
+    return extract_from_buffer(io.StringIO(expand_snippets(text)), *args, **kwargs)
+
+
+codeblocks_plugin.extract_from_file = _extract_expanded

@@ -1,0 +1,58 @@
+"""输入检查：坏输入给出清楚的 `ValueError`，而不是静默的 NaN 或错误的广播。
+
+每条报错都写出参数名、实际形状和期望形状，例如::
+
+    ValueError: old_logps 的形状是 (4, 2)，期望 (4, 3)（与 logps 相同）
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+def shape_str(shape) -> str:
+    """把 `torch.Size` 写成 `(4, 3)` 的样子（一维时写成 `(4,)`）。"""
+    dims = tuple(int(d) for d in shape)
+    return "(" + ", ".join(str(d) for d in dims) + ("," if len(dims) == 1 else "") + ")"
+
+
+def check_tensor(name: str, x: object) -> Tensor:
+    if not isinstance(x, Tensor):
+        raise ValueError(f"{name} 应是 torch.Tensor，实际是 {type(x).__name__}")
+    return x
+
+
+def check_ndim(name: str, x: Tensor, ndim: int, layout: str) -> None:
+    check_tensor(name, x)
+    if x.dim() != ndim:
+        raise ValueError(f"{name} 的形状是 {shape_str(x.shape)}，期望 {ndim} 维 {layout}")
+
+
+def check_shape(name: str, x: Tensor, shape, like: str | None = None) -> None:
+    check_tensor(name, x)
+    if tuple(x.shape) != tuple(shape):
+        hint = f"（与 {like} 相同）" if like else ""
+        raise ValueError(f"{name} 的形状是 {shape_str(x.shape)}，期望 {shape_str(shape)}{hint}")
+
+
+def check_finite(name: str, x: Tensor) -> None:
+    if not torch.isfinite(x).all():
+        bad = int((~torch.isfinite(x)).sum())
+        raise ValueError(f"{name} 含 {bad} 个非有限值（NaN 或 ±inf）；填充位置也请填有限值，例如 0")
+
+
+def check_mask(name: str, mask: Tensor, shape, like: str) -> None:
+    check_shape(name, mask, shape, like)
+    if not ((mask == 0) | (mask == 1)).all():
+        raise ValueError(f"{name} 只能含 0 和 1")
+
+
+def check_nonnegative(name: str, value: float) -> None:
+    if not value >= 0:  # also rejects NaN
+        raise ValueError(f"{name} 应 ≥ 0，实际是 {value}")
+
+
+def check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ValueError(f"未知的 {name}={value!r}；可选：{', '.join(repr(c) for c in choices)}")

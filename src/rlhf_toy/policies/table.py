@@ -1,0 +1,94 @@
+r"""查表策略：每个提示词一行 logits，回答只有一个 token（$T = 1$）。
+
+这是种子演示里的“语言模型”：20 个提示词 × 8 个候选回答。它小到可以精确算出期望奖励，
+却已经具备策略梯度、重要性采样、KL 惩罚所需的一切。
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .._checks import check_ndim
+
+
+# --8<-- [start:table_policy]
+class TablePolicy(nn.Module):
+    r"""查表策略 $\pi_\theta(y\mid x) = \mathrm{softmax}(\theta_x)_y$，参数 $\theta$ 形状 `(n_prompts, n_answers)`。
+
+    Args:
+        logits: 初始 logits，形状 `(n_prompts, n_answers)`，浮点。
+
+    Raises:
+        ValueError: `logits` 不是二维张量。
+    """
+
+    def __init__(self, logits: Tensor):
+        super().__init__()
+        check_ndim("logits", logits, 2, "(n_prompts, n_answers)")
+        self.logits = nn.Parameter(logits.detach().clone())
+
+    @classmethod
+    def random(cls, n_prompts: int, n_answers: int, scale: float = 0.1) -> TablePolicy:
+        """用 `scale * randn` 初始化（与种子演示相同，消耗全局随机数生成器）。
+
+        Args:
+            n_prompts: 提示词个数。
+            n_answers: 候选回答个数（词表大小）。
+            scale: 初始 logits 的标准差；越小初始策略越接近均匀分布。
+
+        Returns:
+            新的策略。
+        """
+        return cls(scale * torch.randn(n_prompts, n_answers))
+
+    def probs(self) -> Tensor:
+        """整张概率表，形状 `(n_prompts, n_answers)`，每行和为 1。"""
+        return F.softmax(self.logits, dim=-1)
+
+    def sample(self, prompts: Tensor, num_generations: int) -> tuple[Tensor, Tensor]:
+        """每个提示词有放回地采样 `num_generations` 个回答。
+
+        Args:
+            prompts: 提示词下标，形状 `(P,)`，整数。
+            num_generations: 每组回答数 $G$。
+
+        Returns:
+            `(completions, mask)`：形状 `(P * G, 1)`；组内相邻；掩码全为 1。
+        """
+        with torch.no_grad():
+            probs = F.log_softmax(self.logits, dim=-1)[prompts].exp()
+            answers = torch.multinomial(probs, num_generations, replacement=True)  # (P, G)
+        completions = answers.reshape(-1, 1)
+        return completions, torch.ones(completions.shape)
+
+    def logps(self, prompts: Tensor, completions: Tensor) -> Tensor:
+        """回答的对数概率，形状 `(B, 1)`，带梯度。
+
+        Args:
+            prompts: 提示词下标，形状 `(B,)`。
+            completions: 回答，形状 `(B, 1)`。
+
+        Returns:
+            $\\log\\pi_\\theta(y\\mid x)$，形状 `(B, 1)`。
+
+        Raises:
+            ValueError: 形状不符。
+        """
+        check_ndim("prompts", prompts, 1, "(B,)")
+        check_ndim("completions", completions, 2, "(B, 1)")
+        if completions.shape != (prompts.shape[0], 1):
+            raise ValueError(f"completions 的形状是 {tuple(completions.shape)}，期望 ({prompts.shape[0]}, 1)")
+        return F.log_softmax(self.logits, dim=-1)[prompts].gather(1, completions)
+
+    def frozen_copy(self) -> TablePolicy:
+        """冻结的副本（参考模型）：参数不再需要梯度。"""
+        ref = copy.deepcopy(self)
+        ref.requires_grad_(False)
+        return ref
+
+
+# --8<-- [end:table_policy]

@@ -1,0 +1,97 @@
+r"""GRPO 训练循环：采样一组回答 → 组内相对优势 → 在同一批上做 `num_iterations` 步截断更新。"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from ..advantages import group_advantages
+from ..losses.grpo import grpo_loss
+from ..policies import Policy
+from ..tasks import Task
+
+
+@dataclass
+class GRPOConfig:
+    """GRPO 的超参数；名字与 TRL `GRPOConfig` 相同。默认值是种子演示的取值。
+
+    Attributes:
+        num_generations: 每个提示词采样的回答数 $G$。
+        epsilon: 截断下界 $\\epsilon$。
+        epsilon_high: 截断上界；`None` 表示等于 `epsilon`。
+        beta: KL 系数。
+        learning_rate: Adam 学习率。查表策略直接优化 logits，所以可以很大。
+        steps: 采样—更新的轮数。
+        num_iterations: 每批样本上的优化步数 $\\mu$；旧策略对数概率在这批内冻结。
+        scale_rewards: 优势的缩放方式，见 `group_advantages`。
+        loss_type: 损失汇总方式，见 `aggregate_loss`。
+    """
+
+    num_generations: int = 8
+    epsilon: float = 0.2
+    epsilon_high: float | None = None
+    beta: float = 0.04
+    learning_rate: float = 0.5
+    steps: int = 60
+    num_iterations: int = 2
+    scale_rewards: str = "group"
+    loss_type: str = "grpo"
+
+
+# --8<-- [start:train_grpo]
+def train_grpo(
+    policy: Policy, task: Task, config: GRPOConfig, ref_policy: Policy | None = None, evaluate: Callable | None = None
+) -> list[dict[str, float]]:
+    """用 GRPO 训练 `policy`，返回每一步的指标字典（键名同 TRL 日志）。
+
+    Args:
+        policy: 实现 `sample` / `logps` 的策略（会被原地更新）。
+        task: 提供 `prompts()` 与 `reward(prompts, completions)` 的任务。
+        config: 超参数。
+        ref_policy: 参考模型；`None` 时取训练开始时 `policy` 的冻结副本。
+        evaluate: 可选，`evaluate(policy) -> dict`，每步更新后调用，结果并入该步指标。
+
+    Returns:
+        长度为 `config.steps` 的列表；每项含 `step`、`loss`、`reward`（本批平均奖励）、
+        `kl`、`clip_ratio` 以及 `evaluate` 返回的键。
+    """
+    ref_policy = policy.frozen_copy() if ref_policy is None else ref_policy
+    optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate)
+    G = config.num_generations
+    history = []
+    for step in range(1, config.steps + 1):
+        # 1. 采样：每个提示词 G 个回答，组内相邻
+        prompts = task.prompts()
+        completions, mask = policy.sample(prompts, G)
+        group_prompts = prompts.repeat_interleave(G, dim=0)
+        # 2. 打分并计算组内相对优势（不需要价值模型）
+        rewards = task.reward(group_prompts, completions)
+        advantages = group_advantages(rewards, G, config.scale_rewards)
+        with torch.no_grad():  # 旧策略与参考模型的对数概率：这一批内固定不变
+            old_logps = policy.logps(group_prompts, completions)
+            ref_logps = ref_policy.logps(group_prompts, completions) if config.beta > 0 else None
+        # 3. 在同一批样本上做 num_iterations 步截断更新
+        for _ in range(config.num_iterations):
+            logps = policy.logps(group_prompts, completions)
+            loss, metrics = grpo_loss(
+                logps,
+                old_logps,
+                ref_logps,
+                advantages,
+                mask,
+                epsilon=config.epsilon,
+                epsilon_high=config.epsilon_high,
+                beta=config.beta,
+                loss_type=config.loss_type,
+            )
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        record = {"step": step, "loss": loss.item(), "reward": rewards.mean().item(), **metrics}
+        history.append({**record, **(evaluate(policy) if evaluate else {})})
+    return history
+
+
+# --8<-- [end:train_grpo]
