@@ -4,12 +4,12 @@
 查表策略（T = 1）与序列模型（T > 1）共用同一份实现。
 """
 
-from .advantages import group_advantages
-from .kl import kl_estimate
-from .losses import aggregate_loss, dpo_loss, grpo_loss, masked_mean
-from .policies import Policy, TablePolicy
-from .tasks import BanditTask
-from .train import DPOConfig, GRPOConfig, train_dpo, train_grpo
+from rlhf_toy.advantages import group_advantages
+from rlhf_toy.kl import kl_estimate
+from rlhf_toy.losses import aggregate_loss, dpo_loss, grpo_loss, masked_mean
+from rlhf_toy.policies import Policy, TablePolicy
+from rlhf_toy.tasks import BanditTask
+from rlhf_toy.train import DPOConfig, GRPOConfig, train_dpo, train_grpo
 
 __version__ = "0.1.0"
 

@@ -9,7 +9,7 @@ import argparse
 import os
 import sys
 
-from . import demos
+from rlhf_toy import demos
 
 
 def _parser() -> argparse.ArgumentParser:

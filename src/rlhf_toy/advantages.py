@@ -4,12 +4,15 @@ r"""优势函数（advantage）的估计：GRPO 的组内相对优势。
 第 $g$ 组是下标 $gG,\dots,gG+G-1$。这与 TRL `GRPOTrainer` 的布局相同。
 """
 
+# --8<-- [start:imports]
 from __future__ import annotations
 
 import torch
 from torch import Tensor
 
-from ._checks import check_choice, check_finite, check_ndim
+from rlhf_toy._checks import check_choice, check_finite, check_ndim
+
+# --8<-- [end:imports]
 
 SCALE_REWARDS = ("group", "batch", "none")
 

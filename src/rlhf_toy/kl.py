@@ -9,11 +9,14 @@ $d = \log\pi_{\mathrm{ref}}(y) - \log\pi_\theta(y)$（即 Schulman 的 $\log r$�
 * k3 = $e^{d} - d - 1$，无偏，方差小，恒非负（DeepSeekMath 式 (4)，TRL `GRPOTrainer` 所用）。
 """
 
+# --8<-- [start:imports]
 from __future__ import annotations
 
 from torch import Tensor
 
-from ._checks import check_choice, check_shape, check_tensor
+from rlhf_toy._checks import check_choice, check_shape, check_tensor
+
+# --8<-- [end:imports]
 
 ESTIMATORS = ("k1", "k2", "k3")
 

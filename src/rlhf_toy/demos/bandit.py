@@ -3,13 +3,16 @@
 `quick=True`（或环境变量 `DQN_QUICK=1`）只跑很短的版本，用于快速检查。
 """
 
+# --8<-- [start:imports]
 from __future__ import annotations
 
 import torch
 
-from ..policies import TablePolicy
-from ..tasks import BanditTask
-from ..train import DPOConfig, GRPOConfig, train_dpo, train_grpo
+from rlhf_toy.policies import TablePolicy
+from rlhf_toy.tasks import BanditTask
+from rlhf_toy.train import DPOConfig, GRPOConfig, train_dpo, train_grpo
+
+# --8<-- [end:imports]
 
 N_PROMPTS, N_ANSWERS = 20, 8
 

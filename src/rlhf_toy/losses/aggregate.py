@@ -12,11 +12,14 @@ r"""把逐 token 损失 $\ell_{i,t}$ 汇总成一个标量：GRPO 各变体真�
 单进程、一次处理整批时 `dapo` 与 `bnpo` 数值相同。
 """
 
+# --8<-- [start:imports]
 from __future__ import annotations
 
 from torch import Tensor
 
-from .._checks import check_choice, check_mask, check_ndim
+from rlhf_toy._checks import check_choice, check_mask, check_ndim
+
+# --8<-- [end:imports]
 
 LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")
 

@@ -3,12 +3,15 @@ r"""DPO（Rafailov et al., 2023, arXiv 2305.18290）的损失与隐式奖励指�
 输入是**整条回答**的对数概率（逐 token 对数概率在掩码内求和），与 TRL `DPOTrainer` 相同。
 """
 
+# --8<-- [start:imports]
 from __future__ import annotations
 
 import torch.nn.functional as F
 from torch import Tensor
 
-from .._checks import check_finite, check_ndim, check_nonnegative, check_shape
+from rlhf_toy._checks import check_finite, check_ndim, check_nonnegative, check_shape
+
+# --8<-- [end:imports]
 
 
 def _check_dpo_inputs(chosen_logps, rejected_logps, ref_chosen_logps, ref_rejected_logps, beta) -> None:

@@ -4,14 +4,17 @@ r"""GRPO 的损失：重要性采样比率、截断（clip）、k3 KL 惩罚与�
 `GRPOTrainer._compute_loss`。约定：**损失 = −目标**，所以优化器做梯度下降即在最大化目标。
 """
 
+# --8<-- [start:imports]
 from __future__ import annotations
 
 import torch
 from torch import Tensor
 
-from .._checks import check_finite, check_mask, check_ndim, check_nonnegative, check_shape
-from ..kl import kl_estimate
-from .aggregate import aggregate_loss, masked_mean
+from rlhf_toy._checks import check_finite, check_mask, check_ndim, check_nonnegative, check_shape
+from rlhf_toy.kl import kl_estimate
+from rlhf_toy.losses.aggregate import aggregate_loss, masked_mean
+
+# --8<-- [end:imports]
 
 
 # --8<-- [start:clipped_surrogate]

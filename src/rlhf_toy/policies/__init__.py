@@ -10,7 +10,7 @@ from typing import Protocol
 
 from torch import Tensor
 
-from .table import TablePolicy
+from rlhf_toy.policies.table import TablePolicy
 
 
 class Policy(Protocol):

@@ -4,6 +4,7 @@ r"""查表策略：每个提示词一行 logits，回答只有一个 token（$T 
 却已经具备策略梯度、重要性采样、KL 惩罚所需的一切。
 """
 
+# --8<-- [start:imports]
 from __future__ import annotations
 
 import copy
@@ -12,7 +13,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .._checks import check_ndim
+from rlhf_toy._checks import check_ndim
+
+# --8<-- [end:imports]
 
 
 # --8<-- [start:table_policy]

@@ -6,7 +6,7 @@ from typing import Protocol
 
 from torch import Tensor
 
-from .bandit import BanditTask
+from rlhf_toy.tasks.bandit import BanditTask
 
 
 class Task(Protocol):

@@ -3,6 +3,7 @@ r"""种子演示的“老虎机”任务：20 个问题、每题 8 个候选回�
 可验证奖励（verifiable reward）：回答正确得 1，否则得 0。偏好数据：正确回答 ≻ 一个随机的错误回答。
 """
 
+# --8<-- [start:imports]
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -10,8 +11,10 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from .._checks import check_ndim
-from ..policies.table import TablePolicy
+from rlhf_toy._checks import check_ndim
+from rlhf_toy.policies.table import TablePolicy
+
+# --8<-- [end:imports]
 
 
 # --8<-- [start:bandit_task]

@@ -1,5 +1,6 @@
 r"""DPO 训练循环：离线偏好对上的全批梯度下降，不采样、不需要奖励模型。"""
 
+# --8<-- [start:imports]
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -8,8 +9,10 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ..losses.dpo import dpo_loss
-from ..policies import Policy
+from rlhf_toy.losses.dpo import dpo_loss
+from rlhf_toy.policies import Policy
+
+# --8<-- [end:imports]
 
 
 @dataclass

@@ -1,5 +1,6 @@
 r"""GRPO 训练循环：采样一组回答 → 组内相对优势 → 在同一批上做 `num_iterations` 步截断更新。"""
 
+# --8<-- [start:imports]
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -7,10 +8,12 @@ from dataclasses import dataclass
 
 import torch
 
-from ..advantages import group_advantages
-from ..losses.grpo import grpo_loss
-from ..policies import Policy
-from ..tasks import Task
+from rlhf_toy.advantages import group_advantages
+from rlhf_toy.losses.grpo import grpo_loss
+from rlhf_toy.policies import Policy
+from rlhf_toy.tasks import Task
+
+# --8<-- [end:imports]
 
 
 @dataclass
