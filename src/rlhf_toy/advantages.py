@@ -42,7 +42,7 @@ def group_advantages(rewards: Tensor, num_generations: int, scale_rewards: str =
 
     Examples:
         >>> group_advantages(torch.tensor([1.0, 0.0, 0.0, 0.0]), num_generations=4)
-        tensor([ 1.4996, -0.4999, -0.4999, -0.4999])
+        tensor([ 1.4997, -0.4999, -0.4999, -0.4999])
         >>> group_advantages(torch.tensor([1.0, 1.0, 0.0, 0.0]), num_generations=2)
         tensor([0., 0., 0., 0.])
     """
