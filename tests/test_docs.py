@@ -1,0 +1,75 @@
+"""House rules for the chapter pages that no other tool checks.
+
+pytest-codeblocks runs only fences whose info string is exactly `python` (or `sh`/`bash`) and silently
+skips the rest, so every fence here must be either a tested `python` block or a display-only kind
+chosen on purpose (`py` for code shown but not run, `console` for commands, `text` for outputs).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from mkdocs.config import load_config
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>```+|~~~+)(?P<info>.*)$")
+ALLOWED_INFO = {"python", "py", "console", "text", "yaml", "toml", "json", "markdown", "html", "diff", ""}
+
+
+def fences(path: Path) -> list[tuple[int, str, str]]:
+    """(line number, fence characters, info string) of every opening fence."""
+    found, open_fence = [], None
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        m = FENCE.match(line)
+        if not m:
+            continue
+        if open_fence is None:
+            open_fence = m["fence"]
+            found.append((n, m["fence"], m["info"].strip()))
+        elif m["fence"].startswith(open_fence[0]) and len(m["fence"]) >= len(open_fence) and not m["info"].strip():
+            open_fence = None
+    return found
+
+
+def chapter_pages() -> list[Path]:
+    nav = load_config(str(ROOT / "mkdocs.yml"))["nav"]
+    section = next(item["正文"] for item in nav if isinstance(item, dict) and "正文" in item)
+    return [DOCS / next(iter(entry.values())) for entry in section]
+
+
+MARKDOWN = sorted(DOCS.rglob("*.md"))
+
+
+@pytest.mark.parametrize("page", MARKDOWN, ids=lambda p: str(p.relative_to(DOCS)))
+def test_no_code_fence_is_silently_skipped(page):
+    for n, fence, info in fences(page):
+        where = f"{page.relative_to(ROOT)}:{n}"
+        assert fence.startswith("`"), f"{where}: use backtick fences (~~~ blocks are never tested)"
+        assert info in ALLOWED_INFO, (
+            f"{where}: fence info {info!r} is skipped by pytest-codeblocks; use exactly `python` (tested), "
+            "`py` (display only, on purpose), `console` (commands) or `text`"
+        )
+
+
+@pytest.mark.parametrize("page", MARKDOWN, ids=lambda p: str(p.relative_to(DOCS)))
+def test_no_code_block_is_marked_skip(page):
+    text = page.read_text(encoding="utf-8")
+    assert "pytest.mark.skip" not in text and "pytest-codeblocks:skip" not in text, page.name
+
+
+@pytest.mark.parametrize("page", chapter_pages(), ids=lambda p: p.name)
+def test_chapter_has_tested_code_checked_output_and_exercises(page):
+    text = page.read_text(encoding="utf-8")
+    infos = [info for _, _, info in fences(page)]
+    assert infos.count("python") >= 3, "a chapter shows its code and runs it"
+    assert "--8<-- \"src/rlhf_toy/" in text, "algorithm code is included from the package, never pasted"
+    assert "<!--pytest-codeblocks:expected-output-->" in text, "numbers on the page are checked"
+    exercises = text.split("## 练习", 1)
+    assert len(exercises) == 2, "a chapter ends with 练习"
+    answers = re.findall(r'^\s*\?\?\? success "参考答案"', exercises[1], flags=re.M)
+    assert len(answers) >= 2, "at least two exercises with folded answers"
+    assert exercises[1].count("```python") >= 2, "answers are checked by tested code"
+    assert "notebooks/" in text, "a chapter links its notebook"
