@@ -1,0 +1,126 @@
+"""KL 估计量 k3（第 6 章式 eq:grpo-k3、eq:grpo-k3-grad；Schulman 2020；DeepSeekMath 式 (4)）。
+
+记 d = log π_ref(y) − log π_θ(y)，样本 y ~ π_θ：
+  k3 = e^d − d − 1 ≥ 0，E_{π_θ}[k3] = KL(π_θ ‖ π_ref)，∂k3/∂log π_θ = 1 − e^d。
+期望值都由公式独立算出（math / 纯 Python），不调用 rlhf_toy 的实现。
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pytest
+import torch
+
+from rlhf_toy import kl_estimate
+
+# 一个 5 类的小分布：q = π_θ（采样分布），p = π_ref
+Q = [0.05, 0.10, 0.20, 0.25, 0.40]
+P = [0.30, 0.25, 0.20, 0.15, 0.10]
+KL_QP = sum(q * math.log(q / p) for q, p in zip(Q, P, strict=True))  # 反向 KL(π_θ ‖ π_ref)
+KL_PQ = sum(p * math.log(p / q) for q, p in zip(Q, P, strict=True))  # 正向 KL(π_ref ‖ π_θ)
+
+
+def k3(logps, ref_logps):
+    return kl_estimate(logps, ref_logps, "k3")
+
+
+def test_k3_value_matches_formula():
+    lp = [[-0.1, -2.0, -5.0], [-0.7, -0.7, -30.0]]
+    ref = [[-2.0, -0.1, -5.0], [-0.2, -3.0, -1.0]]
+    got = k3(torch.tensor(lp, dtype=torch.float64), torch.tensor(ref, dtype=torch.float64))
+    for i in range(2):
+        for t in range(3):
+            d = ref[i][t] - lp[i][t]
+            assert got[i, t].item() == pytest.approx(math.exp(d) - d - 1, rel=1e-12)
+
+
+def test_k3_is_nonnegative():
+    # e^d ≥ 1 + d 对所有 d 成立；float64 下逐点检查（float32 在 |d| ~ 1e-7 处会有 −6e-8 量级的舍入误差）
+    d = torch.cat(
+        [torch.linspace(-30, 30, 20001, dtype=torch.float64), torch.logspace(-12, -1, 200, dtype=torch.float64)]
+    )
+    d = torch.cat([d, -d])
+    lp = torch.full_like(d, -1.0)
+    assert (k3(lp[None], (lp + d)[None]) >= 0).all()
+    d32 = d.float()
+    assert (k3(lp.float()[None], (lp.float() + d32)[None]) >= -torch.finfo(torch.float32).eps).all()
+
+
+def test_k3_is_exactly_zero_when_logps_equal_ref_logps():
+    lp = torch.tensor([[-0.3, -4.0, -1e-3], [-20.0, -1.0, 0.0]])
+    assert k3(lp, lp.clone()).tolist() == [[0.0] * 3] * 2
+
+
+def test_k3_exact_expectation_is_reverse_kl():
+    # Σ_y q(y)·k3(y) = Σ_y p(y) − 1 + KL(q‖p) = KL(q‖p)：控制变量 e^d − 1 的期望恰为 0
+    lp = torch.tensor([Q], dtype=torch.float64).log()
+    ref = torch.tensor([P], dtype=torch.float64).log()
+    expectation = (torch.tensor(Q, dtype=torch.float64) * k3(lp, ref)[0]).sum().item()
+    assert expectation == pytest.approx(KL_QP, rel=1e-12)
+
+
+def test_k3_is_unbiased_monte_carlo():
+    gen = torch.Generator().manual_seed(0)
+    n = 100_000
+    samples = torch.multinomial(torch.tensor(Q), n, replacement=True, generator=gen)
+    lp = torch.tensor(Q, dtype=torch.float64).log()[samples][None]
+    ref = torch.tensor(P, dtype=torch.float64).log()[samples][None]
+    values = k3(lp, ref)[0]
+    stderr = values.std().item() / math.sqrt(n)
+    assert abs(values.mean().item() - KL_QP) < 4 * stderr  # 宽松：4 个标准误
+    assert abs(values.mean().item() - KL_QP) < 0.05 * KL_QP
+
+
+def test_k3_gradient_matches_closed_form():
+    # ∂k3/∂log π_θ = ∂(e^d − d − 1)/∂d · ∂d/∂log π_θ = (e^d − 1)·(−1) = 1 − e^d = 1 − π_ref/π_θ
+    lp_vals = [-0.1, -2.0, -5.0, -0.7, -3.0]
+    ref_vals = [-2.0, -0.1, -5.0, -0.2, -9.0]
+    lp = torch.tensor([lp_vals], dtype=torch.float64, requires_grad=True)
+    k3(lp, torch.tensor([ref_vals], dtype=torch.float64)).sum().backward()
+    expected = [1 - math.exp(r - x) for x, r in zip(lp_vals, ref_vals, strict=True)]
+    assert lp.grad[0].tolist() == pytest.approx(expected, rel=1e-12)
+    assert lp.grad[0, 2].item() == 0.0  # d = 0 时梯度为 0：k3 在 π_θ = π_ref 处取最小值
+
+
+def test_expected_k3_gradient_is_forward_kl_gradient():
+    """把采样看成固定（loss 里的用法），E_{π_θ}[∇_θ k3] = ∇_θ KL(π_ref ‖ π_θ)，即正向 KL 的梯度。
+
+    softmax 策略的 logits 为 θ：∇_θ KL(π_ref ‖ π_θ) = π_θ − π_ref（按分量）。
+    """
+    theta = torch.tensor(Q, dtype=torch.float64).log().requires_grad_(True)
+    lp = torch.log_softmax(theta, -1)
+    ref = torch.tensor(P, dtype=torch.float64).log()
+    weights = lp.detach().exp()  # 采样分布不参与求导
+    (weights * k3(lp[None], ref[None])[0]).sum().backward()
+    expected = [q - p for q, p in zip(Q, P, strict=True)]
+    assert theta.grad.tolist() == pytest.approx(expected, abs=1e-12)
+    assert KL_PQ != pytest.approx(KL_QP, rel=0.05)  # 这两个 KL 在这里确实不同
+
+
+def test_k1_and_k2_values():
+    lp = torch.tensor([[-0.5, -2.0]], dtype=torch.float64)
+    ref = torch.tensor([[-1.5, -1.0]], dtype=torch.float64)
+    assert kl_estimate(lp, ref, "k1")[0].tolist() == pytest.approx([1.0, -1.0], abs=1e-12)
+    assert kl_estimate(lp, ref, "k2")[0].tolist() == pytest.approx([0.5, 0.5], abs=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (
+            lambda: kl_estimate(torch.zeros(2, 3), torch.zeros(2, 2)),
+            "ref_logps 的形状是 (2, 2)，期望 (2, 3)（与 logps 相同）",
+        ),
+        (
+            lambda: kl_estimate(torch.zeros(2, 3), torch.zeros(2, 3), "k4"),
+            "未知的 estimator='k4'；可选：'k1', 'k2', 'k3'",
+        ),
+        (lambda: kl_estimate([[0.0]], torch.zeros(1, 1)), "logps 应是 torch.Tensor，实际是 list"),
+    ],
+    ids=["shape", "estimator", "type"],
+)
+def test_bad_input_raises_value_error(call, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        call()
