@@ -1,0 +1,202 @@
+"""The terminology file (docs/terms.yml) and a Markdown "prose" scanner, shared by hooks/glossary.py
+and tests/site/test_glossary.py.
+
+`prose_lines(markdown)` yields every line of a Markdown page with everything that is not prose blanked
+out by spaces of the same width (fenced code, inline code, math, HTML tags and comments, link targets,
+snippet includes), so columns of what remains still index the original line.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+ANCHOR_PREFIX = "term-"
+
+
+@dataclass
+class Term:
+    key: str
+    en: str
+    zh: str
+    also: list[str] = field(default_factory=list)
+    symbol: str = ""
+    code: list[str] = field(default_factory=list)
+    defined_in: str = ""
+    variants: list[str] = field(default_factory=list)
+    allow: list[str] = field(default_factory=list)
+    note: str = ""
+
+    @property
+    def anchor(self) -> str:
+        return ANCHOR_PREFIX + self.key
+
+    @property
+    def spellings(self) -> list[str]:
+        """Accepted Chinese spellings, longest first."""
+        return sorted({self.zh, *self.also}, key=len, reverse=True)
+
+
+def load_terms(path: str | Path) -> list[Term]:
+    data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    if not isinstance(data, list):
+        raise ValueError(f"{path}: expected a YAML list of terms")
+    terms, keys = [], set()
+    for i, item in enumerate(data):
+        try:
+            term = Term(**item)
+        except TypeError as e:
+            raise ValueError(f"{path}: entry {i} ({item!r}): {e}") from None
+        if not re.fullmatch(r"[a-z][-a-z0-9]*", term.key) or term.key in keys:
+            raise ValueError(f"{path}: entry {i}: key {term.key!r} must be unique lowercase [a-z][-a-z0-9]*")
+        keys.add(term.key)
+        terms.append(term)
+    return terms
+
+
+# --- Markdown prose scanner ------------------------------------------------------------------------
+
+_FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})")
+_BLANK_INLINE = [
+    re.compile(r"<!--.*?-->"),  # HTML comments (pytest-codeblocks markers)
+    re.compile(r"(`+)(?:(?!\1).)+?\1"),  # inline code
+    re.compile(r"\$\$.+?\$\$"),  # one-line display math
+    re.compile(r"(?<![\\$])\$(?!\s)(?:\\.|[^$\\])+?(?<!\s)\$"),  # inline math $...$
+    re.compile(r"\\\(.+?\\\)"),  # \( ... \)
+    re.compile(r"\]\([^)]*\)"),  # link targets
+    re.compile(r"</?[A-Za-z][^>]*>"),  # HTML tags
+    re.compile(r"\{[:#.][^}]*\}"),  # attr_list
+]
+
+
+def _blank(line: str, pattern: re.Pattern) -> str:
+    return pattern.sub(lambda m: " " * len(m.group(0)), line)
+
+
+@dataclass
+class ProseLine:
+    lineno: int  # 1-based
+    text: str  # the original line with non-prose blanked out
+    heading: bool  # a heading, admonition/details title or table-free structural line
+
+
+def prose_lines(markdown: str):
+    """Yield ProseLine for every line of `markdown` that is not inside code or display math."""
+    fence = None  # (char, length) of the open code fence
+    in_math = False
+    in_comment = False
+    for lineno, raw in enumerate(markdown.split("\n"), 1):
+        if fence:
+            m = _FENCE.match(raw)
+            if m and m.group(2)[0] == fence[0] and len(m.group(2)) >= fence[1] and not raw[m.end() :].strip():
+                fence = None
+            continue
+        m = _FENCE.match(raw)
+        if m:
+            fence = (m.group(2)[0], len(m.group(2)))
+            continue
+        stripped = raw.strip()
+        if in_comment:
+            if "-->" in raw:
+                in_comment = False
+            continue
+        if stripped.startswith("<!--") and "-->" not in stripped:
+            in_comment = True
+            continue
+        if in_math:
+            if stripped.endswith("$$") or stripped.startswith("\\end{") or stripped == "\\]":
+                in_math = False
+            continue
+        if stripped in ("$$", "\\[") or (stripped.startswith("$$") and not stripped.endswith("$$")):
+            in_math = True
+            continue
+        if stripped.startswith("--8<--") or stripped.startswith(":::"):
+            continue
+        line = raw
+        for pattern in _BLANK_INLINE:
+            line = _blank(line, pattern)
+        heading = bool(re.match(r"\s*(#{1,6}\s|!!!|\?\?\?|===)", raw))
+        yield ProseLine(lineno, line, heading)
+
+
+def _covered(text: str, start: int, end: int, allowed: list[str]) -> bool:
+    """True if [start, end) lies inside an occurrence of one of `allowed` in `text`."""
+    for word in allowed:
+        i = text.find(word, max(0, end - len(word)))
+        while i != -1 and i <= start:
+            if i + len(word) >= end:
+                return True
+            i = text.find(word, i + 1)
+    return False
+
+
+@dataclass
+class VariantHit:
+    lineno: int
+    col: int
+    variant: str
+    term: Term
+    line: str
+
+
+def find_variants(markdown: str, terms: list[Term]) -> list[VariantHit]:
+    """Occurrences of a listed variant spelling in the prose of `markdown`.
+
+    An occurrence that lies inside an accepted spelling of any term (e.g. 值模型 inside 价值模型) or
+    inside one of the term's `allow` contexts is not reported.
+    """
+    accepted = [s for t in terms for s in t.spellings]
+    hits = []
+    for pl in prose_lines(markdown):
+        for term in terms:
+            for variant in term.variants:
+                for m in re.finditer(re.escape(variant), pl.text):
+                    if not _covered(pl.text, m.start(), m.end(), accepted + term.allow):
+                        original = markdown.split("\n")[pl.lineno - 1]
+                        hits.append(VariantHit(pl.lineno, m.start(), variant, term, original.strip()))
+    return hits
+
+
+@dataclass
+class Occurrence:
+    lineno: int
+    col: int
+    text: str  # the spelling found
+    bold: bool  # written as **text**
+
+
+def first_occurrence(markdown: str, term: Term) -> Occurrence | None:
+    """Where `term` is defined in `markdown`: its first bold use (**优势函数**), else its first use in prose.
+
+    Headings and admonition titles are skipped (an anchor there would disturb the TOC).
+    """
+    plain = None
+    for pl in prose_lines(markdown):
+        if pl.heading:
+            continue
+        for spelling in term.spellings:
+            i = pl.text.find(f"**{spelling}**")
+            if i != -1:
+                return Occurrence(pl.lineno, i, spelling, True)
+        if plain is None:
+            found = [(pl.text.find(s), s) for s in term.spellings if pl.text.find(s) != -1]
+            if found:
+                col, spelling = min(found, key=lambda x: (x[0], -len(x[1])))
+                plain = Occurrence(pl.lineno, col, spelling, False)
+    return plain
+
+
+def add_anchor(markdown: str, occ: Occurrence, anchor: str) -> str:
+    """Put `id=anchor` on the occurrence `occ` (found by first_occurrence on the same text)."""
+    lines = markdown.split("\n")
+    line = lines[occ.lineno - 1]
+    if occ.bold:
+        end = occ.col + len(occ.text) + 4
+        lines[occ.lineno - 1] = f"{line[:end]}{{#{anchor}}}{line[end:]}"
+    else:
+        end = occ.col + len(occ.text)
+        lines[occ.lineno - 1] = f'{line[: occ.col]}<span id="{anchor}">{occ.text}</span>{line[end:]}'
+    return "\n".join(lines)
