@@ -29,7 +29,7 @@ if importlib.util.find_spec("rlhf_toy") is None:
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", source], check=True)
 
 # %% [markdown]
-# ## 训练：`num_iterations=1` 与 `num_iterations=2`
+# ## 训练：每批样本更新一次与两次
 #
 # 同一个随机种子、同样的任务和初始策略，只改每批样本上的更新次数 $\mu$（`num_iterations`）。
 # `success_prob` 是策略给正确回答的平均概率（精确计算），`kl` 是采样 token 上 $k_3$ 的平均，
