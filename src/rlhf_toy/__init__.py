@@ -4,12 +4,38 @@
 查表策略（T = 1）与序列模型（T > 1）共用同一份实现。
 """
 
-from rlhf_toy.advantages import group_advantages
+from rlhf_toy.advantages import gae_advantages, group_advantages, rloo_advantages, whiten
+from rlhf_toy.entropy import entropy_from_logits
 from rlhf_toy.kl import kl_estimate
-from rlhf_toy.losses import aggregate_loss, dpo_loss, grpo_loss, masked_mean
+from rlhf_toy.losses import (
+    aggregate_loss,
+    bradley_terry_loss,
+    dpo_loss,
+    entropy_bonus,
+    grpo_loss,
+    masked_mean,
+    ppo_policy_loss,
+    ppo_value_loss,
+    reinforce_loss,
+)
+from rlhf_toy.models import TableRewardModel, TableValueModel
 from rlhf_toy.policies import Policy, TablePolicy
+from rlhf_toy.rewards import kl_penalized_rewards
 from rlhf_toy.tasks import BanditTask
-from rlhf_toy.train import DPOConfig, GRPOConfig, train_dpo, train_grpo
+from rlhf_toy.train import (
+    DPOConfig,
+    GRPOConfig,
+    PPOConfig,
+    ReinforceConfig,
+    RewardConfig,
+    RLOOConfig,
+    train_dpo,
+    train_grpo,
+    train_ppo,
+    train_reinforce,
+    train_reward_model,
+    train_rloo,
+)
 
 __version__ = "0.1.0"
 
@@ -27,4 +53,26 @@ __all__ = [
     "masked_mean",
     "train_dpo",
     "train_grpo",
+]
+__all__ += [
+    "PPOConfig",
+    "RLOOConfig",
+    "ReinforceConfig",
+    "RewardConfig",
+    "TableRewardModel",
+    "TableValueModel",
+    "bradley_terry_loss",
+    "entropy_bonus",
+    "entropy_from_logits",
+    "gae_advantages",
+    "kl_penalized_rewards",
+    "ppo_policy_loss",
+    "ppo_value_loss",
+    "reinforce_loss",
+    "rloo_advantages",
+    "train_ppo",
+    "train_reinforce",
+    "train_reward_model",
+    "train_rloo",
+    "whiten",
 ]

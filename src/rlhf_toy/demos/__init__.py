@@ -1,7 +1,10 @@
 """命令行演示：`python -m rlhf_toy {seed,grpo,dpo}` 背后的函数，每个都打印并返回指标历史。"""
 
 from rlhf_toy.demos.bandit import run_dpo, run_grpo, run_seed
+from rlhf_toy.demos.rlhf import run_ppo, run_reinforce, run_reward_model, run_rloo
 
 DEMOS = {"seed": run_seed, "grpo": run_grpo, "dpo": run_dpo}
+DEMOS.update({"reinforce": run_reinforce, "rloo": run_rloo, "reward-model": run_reward_model, "ppo": run_ppo})
 
 __all__ = ["DEMOS", "run_dpo", "run_grpo", "run_seed"]
+__all__ += ["run_ppo", "run_reinforce", "run_reward_model", "run_rloo"]

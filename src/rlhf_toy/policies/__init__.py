@@ -44,5 +44,17 @@ class Policy(Protocol):
         """冻结的副本，用作参考模型 $\\pi_{ref}$：参数不再需要梯度。"""
         ...
 
+    def entropy(self, prompts: Tensor, completions: Tensor) -> Tensor:
+        """每个回答位置上整个词表分布的熵（PPO 的熵奖励与 `policy/entropy_avg` 用它），带梯度。
+
+        Args:
+            prompts: 提示词，第 0 维长 `B`。
+            completions: 回答 token，形状 `(B, T)`，整数。
+
+        Returns:
+            形状 `(B, T)` 的浮点张量（见 `rlhf_toy.entropy.entropy_from_logits`）。
+        """
+        ...
+
 
 __all__ = ["Policy", "TablePolicy"]

@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from rlhf_toy._checks import check_ndim
+from rlhf_toy.entropy import entropy_from_logits
 
 # --8<-- [end:imports]
 
@@ -86,6 +87,25 @@ class TablePolicy(nn.Module):
         if completions.shape != (prompts.shape[0], 1):
             raise ValueError(f"completions 的形状是 {tuple(completions.shape)}，期望 ({prompts.shape[0]}, 1)")
         return F.log_softmax(self.logits, dim=-1)[prompts].gather(1, completions)
+
+    def entropy(self, prompts: Tensor, completions: Tensor) -> Tensor:
+        """每个回答位置上整个回答分布的熵 $H(\\pi_\\theta(\\cdot\\mid x))$，形状 `(B, 1)`，带梯度。
+
+        Args:
+            prompts: 提示词下标，形状 `(B,)`。
+            completions: 回答，形状 `(B, 1)`；只用到它的形状。
+
+        Returns:
+            形状 `(B, 1)` 的熵，单位 nat（见 `rlhf_toy.entropy.entropy_from_logits`）。
+
+        Raises:
+            ValueError: 形状不符。
+        """
+        check_ndim("prompts", prompts, 1, "(B,)")
+        check_ndim("completions", completions, 2, "(B, 1)")
+        if completions.shape != (prompts.shape[0], 1):
+            raise ValueError(f"completions 的形状是 {tuple(completions.shape)}，期望 ({prompts.shape[0]}, 1)")
+        return entropy_from_logits(self.logits[prompts]).unsqueeze(1)
 
     def frozen_copy(self) -> TablePolicy:
         """冻结的副本（参考模型）：参数不再需要梯度。"""

@@ -83,6 +83,40 @@ class BanditTask:
         rejected = (self.correct + offset) % self.n_answers
         return self.prompts(), self.correct.unsqueeze(1), rejected.unsqueeze(1)
 
+    # --8<-- [start:noisy_preference_pairs]
+    def noisy_preference_pairs(
+        self, pairs_per_prompt: int = 1, label_noise: float = 0.0
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """带标签噪声的偏好数据：每对是正确回答与一个随机错误回答，以概率 `label_noise` 把两者标反。
+
+        标反模拟标注员的失误：此时“被选回答”是错的那个。（消耗全局随机数生成器。）
+
+        Args:
+            pairs_per_prompt: 每个提示词的偏好对数（错误回答各自独立抽取，可能重复）。
+            label_noise: 标签噪声率，在 $[0, 1]$ 内；0 表示标签全对。
+
+        Returns:
+            `(prompts, chosen, rejected)`，形状 `(N,)`、`(N, 1)`、`(N, 1)`，
+            `N = n_prompts * pairs_per_prompt`，同一提示词的偏好对相邻。
+
+        Raises:
+            ValueError: `pairs_per_prompt` 不是正整数，或 `label_noise` 不在 $[0, 1]$ 内。
+        """
+        if not isinstance(pairs_per_prompt, int) or pairs_per_prompt < 1:
+            raise ValueError(f"pairs_per_prompt 应是正整数，实际是 {pairs_per_prompt!r}")
+        if not 0.0 <= label_noise <= 1.0:
+            raise ValueError(f"label_noise 应在 [0, 1] 内，实际是 {label_noise}")
+        prompts = self.prompts().repeat_interleave(pairs_per_prompt)
+        correct = self.correct[prompts]
+        offset = torch.randint(1, self.n_answers, prompts.shape)  # 1..n_answers-1，保证不等于正确答案
+        wrong = (correct + offset) % self.n_answers
+        flip = torch.rand(prompts.shape) < label_noise
+        chosen = torch.where(flip, wrong, correct)
+        rejected = torch.where(flip, correct, wrong)
+        return prompts, chosen.unsqueeze(1), rejected.unsqueeze(1)
+
+    # --8<-- [end:noisy_preference_pairs]
+
     def evaluate(self, policy: TablePolicy) -> dict[str, float]:
         """训练循环每步调用的评估：`{"success_prob": 正确回答的平均概率}`。
 

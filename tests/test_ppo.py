@@ -1,0 +1,317 @@
+"""第 4 章：GAE、白化、截断的策略与价值损失、熵奖励、逐 token KL 奖励，以及整个 PPO 循环。
+
+参照计算都在测试里按公式独立写出（纯 Python 循环），不调用被测函数。
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from rlhf_toy import (
+    BanditTask,
+    PPOConfig,
+    TablePolicy,
+    TableValueModel,
+    entropy_bonus,
+    entropy_from_logits,
+    gae_advantages,
+    kl_penalized_rewards,
+    ppo_policy_loss,
+    ppo_value_loss,
+    train_ppo,
+    whiten,
+)
+from rlhf_toy.demos.rlhf import build_reward_model, exact_kl
+from rlhf_toy.losses.ppo import explained_variance
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+def gae_by_hand(rewards, values, mask, gamma, lam):
+    """逐行只在掩码为 1 的位置上做 δ_t = r_t + γV_next − V_t、Â_t = δ_t + γλÂ_next。"""
+    B, T = len(rewards), len(rewards[0])
+    adv = [[0.0] * T for _ in range(B)]
+    for i in range(B):
+        positions = [t for t in range(T) if mask[i][t] == 1]
+        next_v, next_a = 0.0, 0.0
+        for t in reversed(positions):
+            delta = rewards[i][t] + gamma * next_v - values[i][t]
+            next_a = delta + gamma * lam * next_a
+            next_v = values[i][t]
+            adv[i][t] = next_a
+    return adv
+
+
+# ---------------------------------------------------------------- GAE 与白化
+
+
+@pytest.mark.parametrize(("gamma", "lam"), [(1.0, 1.0), (0.9, 0.95), (0.99, 0.0), (1.0, 0.5)])
+def test_gae_matches_hand_recursion_with_masks(gamma, lam):
+    torch.manual_seed(0)
+    rewards, values = torch.randn(4, 6), torch.randn(4, 6)
+    mask = torch.tensor(
+        [[1, 1, 1, 1, 1, 1], [1, 1, 1, 0, 0, 0], [0, 0, 0, 0, 0, 0], [1, 0, 1, 1, 0, 1]], dtype=torch.float32
+    )
+    adv, ret = gae_advantages(rewards, values, mask, gamma, lam)
+    expected = torch.tensor(gae_by_hand(rewards.tolist(), values.tolist(), mask.tolist(), gamma, lam))
+    torch.testing.assert_close(adv, expected)
+    torch.testing.assert_close(ret, (expected + values) * mask)
+
+
+def test_gae_gamma_lambda_one_is_reward_to_go_minus_value():
+    rewards = torch.tensor([[0.1, -0.2, 0.3, 1.0, 7.0]])
+    values = torch.tensor([[0.5, 0.4, 0.3, 0.2, 9.0]])
+    mask = torch.tensor([[1.0, 1.0, 1.0, 1.0, 0.0]])
+    adv, ret = gae_advantages(rewards, values, mask, 1.0, 1.0)
+    to_go = [0.1 - 0.2 + 0.3 + 1.0, -0.2 + 0.3 + 1.0, 0.3 + 1.0, 1.0]
+    for t in range(4):
+        assert adv[0, t].item() == pytest.approx(to_go[t] - values[0, t].item(), abs=1e-6)
+        assert ret[0, t].item() == pytest.approx(to_go[t], abs=1e-6)
+    assert adv[0, 4].item() == 0.0 and ret[0, 4].item() == 0.0
+
+
+def test_gae_agrees_with_trl_full_row_recursion_for_right_padding():
+    """TRL：整行递推、填充处 r = V = 0。右填充时真实 token 上与“跳过掩码”一致。"""
+    torch.manual_seed(1)
+    mask = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0]], dtype=torch.float32)
+    rewards, values = torch.randn(2, 4) * mask, torch.randn(2, 4) * mask
+    gamma, lam = 1.0, 0.95
+    trl = torch.zeros(2, 4)
+    last = torch.zeros(2)
+    for t in reversed(range(4)):
+        next_v = values[:, t + 1] if t < 3 else torch.zeros(2)
+        last = rewards[:, t] + gamma * next_v - values[:, t] + gamma * lam * last
+        trl[:, t] = last
+    adv, _ = gae_advantages(rewards, values, mask, gamma, lam)
+    torch.testing.assert_close(adv, trl * mask)
+
+
+def test_gae_bad_inputs():
+    with pytest.raises(ValueError, match=r"values 的形状是 \(2, 2\)，期望 \(2, 3\)"):
+        gae_advantages(torch.zeros(2, 3), torch.zeros(2, 2), torch.ones(2, 3))
+    with pytest.raises(ValueError, match=r"lam 应在 \[0, 1\] 内"):
+        gae_advantages(torch.zeros(2, 3), torch.zeros(2, 3), torch.ones(2, 3), lam=1.5)
+    with pytest.raises(ValueError, match=r"mask 只能含 0 和 1"):
+        gae_advantages(torch.zeros(2, 3), torch.zeros(2, 3), torch.full((2, 3), 0.5))
+
+
+def test_whiten_matches_bessel_formula_and_edge_cases():
+    x = torch.tensor([[1.0, 2.0, 4.0], [8.0, 100.0, -100.0]])
+    mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 0.0, 0.0]])
+    vals = [1.0, 2.0, 4.0, 8.0]
+    mean = sum(vals) / 4
+    var = sum((v - mean) ** 2 for v in vals) / 3  # Bessel
+    out = whiten(x, mask)
+    for (i, j), v in zip([(0, 0), (0, 1), (0, 2), (1, 0)], vals, strict=True):
+        assert out[i, j].item() == pytest.approx((v - mean) / math.sqrt(var + 1e-8), rel=1e-5)
+    assert out[1, 1].item() == 0.0 and out[1, 2].item() == 0.0
+    kept = whiten(x, mask, shift_mean=False)
+    assert kept[0, 0].item() == pytest.approx((1.0 - mean) / math.sqrt(var) + mean, rel=1e-5)
+    assert torch.equal(whiten(torch.full((2, 2), 0.3), torch.ones(2, 2)), torch.zeros(2, 2))  # 常数
+    assert torch.equal(whiten(x, torch.zeros(2, 3)), torch.zeros(2, 3))  # 掩码全为 0
+    assert torch.equal(whiten(torch.tensor([5.0]), torch.ones(1)), torch.zeros(1))  # 只有一个元素
+
+
+# ---------------------------------------------------------------- 截断的策略损失
+
+
+@pytest.mark.parametrize(
+    ("advantage", "ratio", "zero_grad"),
+    [
+        (1.0, 1.5, True),  # A > 0，比率超过 1+ε：截断，梯度为 0
+        (1.0, 0.5, False),  # A > 0，比率低于 1−ε：不截断（min 取未截断项）
+        (-1.0, 0.5, True),  # A < 0，比率低于 1−ε：截断，梯度为 0
+        (-1.0, 1.5, False),  # A < 0，比率超过 1+ε：不截断，继续把概率往下压
+        (1.0, 1.1, False),
+        (-1.0, 0.9, False),
+    ],
+)
+def test_clip_gives_zero_gradient_exactly_where_it_should(advantage, ratio, zero_grad):
+    eps = 0.2
+    old = torch.tensor([[math.log(0.4)]])
+    logps = (old + math.log(ratio)).requires_grad_(True)
+    loss, metrics = ppo_policy_loss(logps, old, torch.tensor([[advantage]]), torch.ones(1, 1), eps)
+    loss.backward()
+    clipped_value = -min(ratio * advantage, min(max(ratio, 1 - eps), 1 + eps) * advantage)
+    assert loss.item() == pytest.approx(clipped_value, rel=1e-5)
+    if zero_grad:
+        assert logps.grad.item() == 0.0
+        assert metrics["policy/clipfrac_avg"] == 1.0
+    else:  # ∂(−wA)/∂log π = −wA
+        assert logps.grad.item() == pytest.approx(-ratio * advantage, rel=1e-5)
+        assert metrics["policy/clipfrac_avg"] == 0.0
+
+
+def test_policy_loss_is_masked_token_mean_and_approx_kl():
+    old = torch.log(torch.tensor([[0.5, 0.2, 0.3], [0.6, 0.1, 0.1]]))
+    new = torch.log(torch.tensor([[0.55, 0.3, 0.9], [0.5, 0.1, 0.9]]))
+    adv = torch.tensor([[1.0, -2.0, 3.0], [0.5, 1.0, 9.0]])
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 0.0]])
+    loss, m = ppo_policy_loss(new, old, adv, mask, 0.2)
+    terms, k1, k3 = [], [], []
+    for i in range(2):
+        for t in range(2):
+            w = math.exp(new[i, t].item() - old[i, t].item())
+            a = adv[i, t].item()
+            terms.append(max(-w * a, -min(max(w, 0.8), 1.2) * a))
+            k1.append(-math.log(w))
+            k3.append(w - 1 - math.log(w))
+    assert loss.item() == pytest.approx(sum(terms) / 4, rel=1e-5)
+    assert m["policy/approxkl_k1"] == pytest.approx(sum(k1) / 4, rel=1e-5)
+    assert m["policy/approxkl_k3"] == pytest.approx(sum(k3) / 4, rel=1e-5)
+
+
+def test_policy_loss_bad_inputs_and_empty_mask():
+    with pytest.raises(ValueError, match=r"advantages 的形状是 \(2,\)，期望 \(2, 3\)"):
+        ppo_policy_loss(torch.zeros(2, 3), torch.zeros(2, 3), torch.zeros(2), torch.ones(2, 3))
+    with pytest.raises(ValueError, match=r"epsilon 应 ≥ 0"):
+        ppo_policy_loss(torch.zeros(2, 3), torch.zeros(2, 3), torch.zeros(2, 3), torch.ones(2, 3), -0.1)
+    loss, m = ppo_policy_loss(torch.zeros(2, 3), torch.zeros(2, 3), torch.ones(2, 3), torch.zeros(2, 3))
+    assert loss.item() == 0.0 and m["policy/clipfrac_avg"] == 0.0
+
+
+# ---------------------------------------------------------------- 价值损失
+
+
+def test_value_loss_clipping_by_hand():
+    old = torch.tensor([[0.0, 0.0, 0.0, 1.0]])
+    values = torch.tensor([[0.5, -0.5, 0.1, 1.0]], requires_grad=True)
+    returns = torch.tensor([[1.0, 1.0, 1.0, 0.0]])
+    mask = torch.ones(1, 4)
+    c = 0.2
+    loss, m = ppo_value_loss(values, old, returns, mask, c)
+    loss.backward()
+    expected, grads, clipped = 0.0, [], 0
+    for v, vo, r in zip(values[0].tolist(), old[0].tolist(), returns[0].tolist(), strict=True):
+        vc = vo + min(max(v - vo, -c), c)
+        a, b = (v - r) ** 2, (vc - r) ** 2
+        expected += 0.5 * max(a, b) / 4
+        clipped += b > a
+        grads.append((v - r) / 4 if a >= b else (0.0 if vc != v else (v - r) / 4))
+    assert loss.item() == pytest.approx(expected, rel=1e-6)
+    assert m["val/clipfrac_avg"] == pytest.approx(clipped / 4)
+    # 位置 0：V 往回报方向走了 0.5 > c，截断项更大 → 梯度为 0；位置 1：离回报更远 → 正常梯度
+    assert values.grad[0, 0].item() == 0.0
+    torch.testing.assert_close(values.grad[0], torch.tensor(grads))
+    plain, m0 = ppo_value_loss(values, old, returns, mask, None)
+    assert plain.item() == pytest.approx(0.5 * ((values - returns) ** 2).mean().item())
+    assert m0["val/clipfrac_avg"] == 0.0
+    with pytest.raises(ValueError, match=r"returns 的形状是 \(1, 3\)，期望 \(1, 4\)"):
+        ppo_value_loss(values, old, returns[:, :3], mask)
+
+
+def test_explained_variance():
+    v, r, mask = torch.tensor([[1.0, 2.0, 0.0]]), torch.tensor([[1.5, 2.5, 9.0]]), torch.tensor([[1.0, 1.0, 0.0]])
+    assert explained_variance(v, r, mask) == pytest.approx(1.0)  # 误差是常数
+    assert math.isnan(explained_variance(v, torch.ones(1, 3), mask))  # 回报无方差：没有定义
+    assert math.isnan(explained_variance(v, r, torch.zeros(1, 3)))
+
+
+# ---------------------------------------------------------------- 熵
+
+
+def test_entropy_from_logits_matches_definition_and_extremes():
+    logits = torch.tensor([[0.0, 1.0, 2.0], [5.0, -1.0, 0.5]])
+    for row in range(2):
+        p = [math.exp(z) for z in logits[row].tolist()]
+        p = [q / sum(p) for q in p]
+        assert entropy_from_logits(logits)[row].item() == pytest.approx(-sum(q * math.log(q) for q in p), rel=1e-6)
+    extreme = torch.tensor([[0.0, -1e4, float("-inf")]], requires_grad=True)
+    h = entropy_from_logits(extreme)
+    h.sum().backward()
+    assert h.item() == 0.0 and torch.isfinite(extreme.grad).all()
+    with pytest.raises(ValueError, match="NaN"):
+        entropy_from_logits(torch.tensor([float("nan"), 0.0]))
+
+
+def test_one_step_with_entropy_bonus_raises_entropy_and_wrong_sign_lowers_it():
+    torch.manual_seed(3)
+    policy = TablePolicy.random(4, 6, scale=1.0)
+    prompts, completions, mask = torch.arange(4), torch.zeros(4, 1, dtype=torch.long), torch.ones(4, 1)
+    h0 = policy.entropy(prompts, completions).mean().item()
+    for sign, direction in ((1.0, 1), (-1.0, -1)):  # sign = −1 是“熵奖励写成 +c·H”的错误
+        p = TablePolicy(policy.logits)
+        loss = sign * entropy_bonus(p.entropy(prompts, completions), mask, ent_coef=0.1)
+        loss.backward()
+        with torch.no_grad():
+            p.logits -= 1.0 * p.logits.grad
+        h1 = p.entropy(prompts, completions).mean().item()
+        assert direction * (h1 - h0) > 0
+
+
+# ---------------------------------------------------------------- 逐 token 奖励
+
+
+def test_kl_penalized_rewards_score_on_last_token():
+    logps = torch.log(torch.tensor([[0.5, 0.4, 0.3], [0.2, 0.9, 0.9], [0.3, 0.3, 0.3], [0.9, 0.1, 0.5]]))
+    ref = torch.log(torch.tensor([[0.25, 0.4, 0.6], [0.4, 0.9, 0.9], [0.3, 0.3, 0.3], [0.9, 0.2, 0.5]]))
+    mask = torch.tensor([[1, 1, 1], [1, 0, 0], [0, 0, 0], [1, 1, 0]], dtype=torch.float32)
+    scores = torch.tensor([1.0, 2.0, 3.0, -1.0])
+    beta = 0.1
+    rewards, kl = kl_penalized_rewards(scores, logps, ref, mask, beta, "k1")
+    for i in range(4):
+        real = [t for t in range(3) if mask[i, t] == 1]
+        for t in range(3):
+            k = (logps[i, t] - ref[i, t]).item() if t in real else 0.0
+            expected = -beta * k + (scores[i].item() if real and t == real[-1] else 0.0)
+            assert rewards[i, t].item() == pytest.approx(expected, abs=1e-6)
+            assert kl[i, t].item() == pytest.approx(k, abs=1e-6)
+    assert rewards[2].abs().sum().item() == 0.0  # 掩码全为 0：分数无处可放
+    _, kl3 = kl_penalized_rewards(scores, logps, ref, mask, beta, "k3")
+    d = (ref - logps)[0, 0].item()
+    assert kl3[0, 0].item() == pytest.approx(math.exp(d) - d - 1, rel=1e-6)
+    with pytest.raises(ValueError, match=r"scores 的形状是 \(3,\)，期望 \(4,\)"):
+        kl_penalized_rewards(scores[:3], logps, ref, mask)
+    with pytest.raises(ValueError, match="未知的 kl_estimator='k2'"):
+        kl_penalized_rewards(scores, logps, ref, mask, beta, "k2")
+
+
+class ZeroReward:
+    def reward(self, prompts, completions):
+        return torch.zeros(len(completions))
+
+
+def test_kl_penalty_pulls_policy_toward_reference():
+    """奖励恒为 0 时，PPO 只剩 −β·KL：策略应当回到参考模型。"""
+    torch.manual_seed(4)
+    task = BanditTask.make(6, 5)
+    ref = TablePolicy.random(6, 5)
+    policy = TablePolicy(ref.logits + 2.0 * torch.randn(6, 5))
+    before = exact_kl(policy, ref)
+    config = PPOConfig(kl_coef=1.0, steps=15, num_generations=8)
+    train_ppo(policy, TableValueModel(6), task, config, reward_model=ZeroReward(), ref_policy=ref)
+    assert exact_kl(policy, ref) < 0.5 * before
+
+
+def test_ppo_against_learned_reward_model_raises_true_success():
+    torch.manual_seed(5)
+    task = BanditTask.make(20, 8)
+    reward_model, _, _ = build_reward_model(task, steps=60)
+    policy = TablePolicy.random(20, 8)
+    start = task.success_prob(policy)
+    history = train_ppo(policy, TableValueModel(20), task, PPOConfig(steps=15), reward_model, evaluate=task.evaluate)
+    assert history[-1]["success_prob"] > start + 0.2
+    assert history[-1]["objective/scores"] > history[0]["objective/scores"]
+    keys = {
+        "objective/kl",
+        "policy/clipfrac_avg",
+        "policy/approxkl_k1",
+        "policy/approxkl_k3",
+        "val/explained_variance",
+        "policy/entropy_avg",
+        "loss/policy_avg",
+        "loss/value_avg",
+        "val/clipfrac_avg",
+    }
+    assert keys <= set(history[-1])
+    with pytest.raises(ValueError, match="num_ppo_epochs"):
+        train_ppo(policy, TableValueModel(20), task, PPOConfig(num_ppo_epochs=0))
