@@ -13,9 +13,14 @@ from pathlib import Path
 
 import markdown
 import pytest_codeblocks.plugin as codeblocks_plugin
+import torch
 from pytest_codeblocks.main import extract_from_buffer
 
 ROOT = Path(__file__).parent
+
+# The book's tensors are tiny: one intra-op thread is faster than two threads fighting over two cores,
+# and results do not depend on it (the seed-parity test passes either way).
+torch.set_num_threads(1)
 
 
 def expand_snippets(text: str) -> str:
