@@ -7,6 +7,9 @@ $d = \log\pi_{\mathrm{ref}}(y) - \log\pi_\theta(y)$（即 Schulman 的 $\log r$�
 * k1 = $-d$，无偏，方差大，约一半样本为负；
 * k2 = $d^2/2$，有偏，方差小，恒非负；
 * k3 = $e^{d} - d - 1$，无偏，方差小，恒非负（DeepSeekMath 式 (4)，TRL `GRPOTrainer` 所用）。
+
+可选的截断（clamp）与 verl、OpenRLHF 相同；`importance_corrected_k3` 是 DeepSeek-V3.2 的重要性采样修正
+（TRL `use_bias_correction_kl=True`）。各估计量放进损失或奖励时的梯度见第 7 章与 `rlhf_toy.kl_study`。
 """
 
 # --8<-- [start:imports]
@@ -21,35 +24,100 @@ from rlhf_toy._checks import check_choice, check_shape, check_tensor
 ESTIMATORS = ("k1", "k2", "k3")
 
 
+def _check_clamp(name: str, value: float | None) -> None:
+    if value is not None and not value > 0:  # also rejects NaN
+        raise ValueError(f"{name} 应为正数或 None（不截断），实际是 {value}")
+
+
 # --8<-- [start:kl]
-def kl_estimate(logps: Tensor, ref_logps: Tensor, estimator: str = "k3") -> Tensor:
+def kl_estimate(
+    logps: Tensor,
+    ref_logps: Tensor,
+    estimator: str = "k3",
+    *,
+    log_ratio_clamp: float | None = None,
+    value_clamp: float | None = None,
+) -> Tensor:
     r"""逐 token 的 KL 估计（KL estimator），形状与输入相同。
 
     Args:
         logps: 当前策略对采样 token 的对数概率 $\log\pi_\theta(y_t)$，形状 `(B, T)`，浮点。
         ref_logps: 参考模型（reference model）对同一批 token 的对数概率，形状 `(B, T)`。
-        estimator: `"k1"`、`"k2"` 或 `"k3"`（默认，与 TRL GRPO、verl `low_var_kl` 相同，但不截断）。
+        estimator: `"k1"`、`"k2"` 或 `"k3"`（默认，与 TRL GRPO、verl `low_var_kl` 相同，但默认不截断）。
+        log_ratio_clamp: 先把 $d = \log\pi_{\mathrm{ref}} - \log\pi_\theta$ 截断到 $[-c, c]$（verl `low_var_kl`
+            用 $c = 20$）；`None`（默认）不截断。
+        value_clamp: 最后把估计值截断到 $[-c, c]$（verl `low_var_kl` 与 OpenRLHF `compute_approx_kl`
+            用 $c = 10$）；`None`（默认）不截断。被截断的位置梯度为 0。
 
     Returns:
         形状 `(B, T)` 的逐 token 估计值，单位是 nat。梯度经过 `logps`；填充位置由调用方用 mask 去掉。
 
     Raises:
-        ValueError: 形状不一致，或 `estimator` 不在 `("k1", "k2", "k3")` 中。
+        ValueError: 形状不一致，`estimator` 不在 `("k1", "k2", "k3")` 中，或截断阈值不是正数。
 
     Examples:
         >>> import torch
         >>> kl_estimate(torch.tensor([[-1.0]]), torch.tensor([[-1.0]])).item()
         0.0
+        >>> kl_estimate(torch.tensor([[-30.0]]), torch.tensor([[-1.0]]), log_ratio_clamp=20, value_clamp=10).item()
+        10.0
     """
     check_tensor("logps", logps)
     check_shape("ref_logps", ref_logps, logps.shape, like="logps")
     check_choice("estimator", estimator, ESTIMATORS)
+    _check_clamp("log_ratio_clamp", log_ratio_clamp)
+    _check_clamp("value_clamp", value_clamp)
     d = ref_logps - logps  # log r = log π_ref − log π_θ
+    if log_ratio_clamp is not None:
+        d = d.clamp(-log_ratio_clamp, log_ratio_clamp)
     if estimator == "k1":
-        return -d
-    if estimator == "k2":
-        return 0.5 * d**2
-    return d.exp() - d - 1
+        kl = -d
+    elif estimator == "k2":
+        kl = 0.5 * d**2
+    else:
+        kl = d.exp() - d - 1
+    if value_clamp is not None:
+        kl = kl.clamp(-value_clamp, value_clamp)
+    return kl
 
 
 # --8<-- [end:kl]
+
+
+# --8<-- [start:importance_corrected_k3]
+def importance_corrected_k3(logps: Tensor, ref_logps: Tensor, old_logps: Tensor | None = None) -> Tensor:
+    r"""重要性采样修正的 k3：$w\,k_3$，$w = \exp(\log\pi_\theta - \log\pi_{old})$ 带梯度。
+
+    DeepSeek-V3.2（arXiv 2512.02556）的“无偏 KL 估计”，即 TRL `GRPOConfig(use_bias_correction_kl=True)`：
+    样本来自 $\pi_{old}$ 时 $\mathbb E_{\pi_{old}}[w\,k_3] = \mathrm{KL}(\pi_\theta\,\|\,\pi_{\mathrm{ref}})$，
+    而且把它放进损失，期望梯度正是反向 KL 的梯度（未修正的 k3 给出的是正向 KL 的梯度）。
+    同策略时 $w$ 的值为 1，数值与 [`kl_estimate`][rlhf_toy.kl.kl_estimate] 的 k3 相同，只有梯度不同。
+
+    Args:
+        logps: 当前策略的逐 token 对数概率，形状 `(B, T)`，浮点，带梯度。
+        ref_logps: 参考模型的对数概率，形状 `(B, T)`。
+        old_logps: 采样时旧策略的对数概率，形状 `(B, T)`，不带梯度；`None`（默认）取 `logps.detach()`，
+            即同策略（TRL 每批只更新一次时的做法）。
+
+    Returns:
+        形状 `(B, T)` 的逐 token 值 $w\,k_3$，梯度经过 $w$ 与 $k_3$ 两处。
+
+    Raises:
+        ValueError: 形状不一致。
+
+    Examples:
+        >>> import torch
+        >>> logps = torch.tensor([[-2.0]], requires_grad=True)
+        >>> importance_corrected_k3(logps, torch.tensor([[-1.0]])).item() == kl_estimate(logps, torch.tensor([[-1.0]])).item()
+        True
+    """
+    check_tensor("logps", logps)
+    check_shape("ref_logps", ref_logps, logps.shape, like="logps")
+    if old_logps is None:
+        old_logps = logps.detach()
+    check_shape("old_logps", old_logps, logps.shape, like="logps")
+    ratio = (logps - old_logps).exp()  # 值是 π_θ/π_old，同策略时恰为 1；梯度照常流过
+    return ratio * kl_estimate(logps, ref_logps, "k3")
+
+
+# --8<-- [end:importance_corrected_k3]
