@@ -2,7 +2,7 @@
 
 from rlhf_toy.losses.aggregate import LOSS_TYPES, aggregate_loss, masked_mean
 from rlhf_toy.losses.dpo import dpo_loss
-from rlhf_toy.losses.grpo import grpo_loss
+from rlhf_toy.losses.grpo import grpo_loss, sequence_log_ratio
 from rlhf_toy.losses.pg import reinforce_loss
 from rlhf_toy.losses.ppo import entropy_bonus, explained_variance, ppo_policy_loss, ppo_value_loss
 from rlhf_toy.losses.reward_model import bradley_terry_loss
@@ -10,3 +10,4 @@ from rlhf_toy.losses.reward_model import bradley_terry_loss
 __all__ = ["LOSS_TYPES", "aggregate_loss", "dpo_loss", "grpo_loss", "masked_mean"]
 __all__ += ["bradley_terry_loss", "entropy_bonus", "explained_variance", "ppo_policy_loss", "ppo_value_loss"]
 __all__ += ["reinforce_loss"]
+__all__ += ["sequence_log_ratio"]

@@ -2,15 +2,28 @@ r"""GRPO 的损失：重要性采样比率、截断（clip）、k3 KL 惩罚与�
 
 对应 DeepSeekMath（Shao et al., 2024, arXiv 2402.03300）式 (3)(4)，以及 TRL
 `GRPOTrainer._compute_loss`。约定：**损失 = −目标**，所以优化器做梯度下降即在最大化目标。
+
+`importance_sampling_level="sequence"` 把逐 token 的比率换成 GSPO（Zheng et al., 2025, arXiv 2507.18071）
+的长度归一化序列比率，见 `sequence_log_ratio`。
 """
 
 # --8<-- [start:imports]
 from __future__ import annotations
 
+import warnings
+
 import torch
 from torch import Tensor
 
-from rlhf_toy._checks import check_finite, check_mask, check_ndim, check_nonnegative, check_shape
+from rlhf_toy._checks import (
+    check_choice,
+    check_finite,
+    check_mask,
+    check_ndim,
+    check_nonnegative,
+    check_shape,
+    shape_str,
+)
 from rlhf_toy.kl import kl_estimate
 from rlhf_toy.losses.aggregate import aggregate_loss, masked_mean
 
@@ -48,6 +61,45 @@ def clipped_surrogate(
 
 # --8<-- [end:clipped_surrogate]
 
+IMPORTANCE_SAMPLING_LEVELS = ("token", "sequence")
+TOKEN_SUMMED_LOSS_TYPES = ("bnpo", "dr_grpo", "dapo")  # 按 token 求和再除以常数或 token 数的汇总
+
+
+# --8<-- [start:sequence_log_ratio]
+def sequence_log_ratio(logps: Tensor, old_logps: Tensor, mask: Tensor) -> Tensor:
+    r"""GSPO 的长度归一化序列比率的对数 $\log s_i = \frac{1}{\max(\lvert o_i\rvert, 1)}\sum_t m_{i,t}\,(\log\pi_\theta - \log\pi_{old})$。
+
+    $s_i = \big(\pi_\theta(o_i\mid q)/\pi_{old}(o_i\mid q)\big)^{1/\lvert o_i\rvert}$ 是整条回答的比率开 $\lvert o_i\rvert$ 次方，
+    即逐 token 比率的几何平均（GSPO，arXiv 2507.18071，式 (7)）。与 TRL `GRPOTrainer._compute_loss` 在
+    `importance_sampling_level="sequence"` 时的 `log_importance_weights` 逐式相同：梯度流过每个 token 的
+    $\log\pi_\theta$（不做 stop-gradient），$\partial\log s_i/\partial\log\pi_\theta(o_{i,t}) = m_{i,t}/\max(\lvert o_i\rvert, 1)$。
+
+    Args:
+        logps: 当前策略的逐 token 对数概率，形状 `(B, T)`，浮点，带梯度。
+        old_logps: 采样时旧策略的对数概率，形状 `(B, T)`，不带梯度。
+        mask: 0/1 掩码，形状 `(B, T)`；$\lvert o_i\rvert = \sum_t m_{i,t}$。
+
+    Returns:
+        形状 `(B, 1)` 的 $\log s_i$，dtype 同 `logps`。同策略（`logps == old_logps`）时恰为 0，即 $s_i = 1$；
+        整行掩码为 0 时也是 0。
+
+    Raises:
+        ValueError: `logps` 不是二维，`old_logps` 或 `mask` 形状不符，`mask` 不是 0/1。
+
+    Examples:
+        >>> logps = torch.tensor([[-1.0, -2.0, 0.0]])
+        >>> sequence_log_ratio(logps, torch.tensor([[-1.5, -2.5, 5.0]]), torch.tensor([[1.0, 1.0, 0.0]]))
+        tensor([[0.5000]])
+    """
+    check_ndim("logps", logps, 2, "(B, T)")
+    check_shape("old_logps", old_logps, logps.shape, like="logps")
+    check_mask("mask", mask, logps.shape, like="logps")
+    log_ratio = (logps - old_logps) * mask
+    return (log_ratio.sum(-1) / mask.sum(-1).clamp(min=1.0)).unsqueeze(-1)
+
+
+# --8<-- [end:sequence_log_ratio]
+
 
 def _check_grpo_inputs(logps, old_logps, ref_logps, advantages, mask, beta, epsilon, epsilon_high) -> None:
     check_ndim("logps", logps, 2, "(B, T)")
@@ -83,6 +135,8 @@ def grpo_loss(
     beta: float = 0.04,
     loss_type: str = "grpo",
     max_completion_length: int | None = None,
+    importance_sampling_level: str = "token",
+    log_clip_sides: bool = False,
 ) -> tuple[Tensor, dict[str, float]]:
     r"""GRPO 损失：逐 token 截断代理损失加 $\beta\,k_3$，再按 `loss_type` 汇总。
 
@@ -104,21 +158,43 @@ def grpo_loss(
         beta: KL 系数 $\beta \ge 0$。
         loss_type: 汇总方式，见 [`aggregate_loss`][rlhf_toy.losses.aggregate.aggregate_loss]。
         max_completion_length: `dr_grpo` 的常数分母 $L$。
+        importance_sampling_level: `"token"`（默认，逐 token 比率 $w_{i,t}$）或 `"sequence"`（GSPO：
+            每条回答一个比率 $s_i$，见 `sequence_log_ratio`；截断也作用在 $s_i$ 上），同 TRL 的同名参数。
+            `"sequence"` 要求 `advantages` 形状为 `(B,)`；与 `bnpo`、`dr_grpo`、`dapo` 同用时发出
+            `UserWarning`（同 TRL）：这三种汇总按 token 求和，把每条回答的序列损失乘上了它的长度。
+        log_clip_sides: `True` 时另记 TRL 的 `clip_ratio/low_mean`（$w < 1-\epsilon$ 且 $\hat A < 0$）与
+            `clip_ratio/high_mean`（$w > 1+\epsilon_{high}$ 且 $\hat A > 0$）；`clip_ratio` 是两者的并。
 
     Returns:
         `(loss, metrics)`：标量损失，以及按 TRL 日志命名的指标
-        `kl`（掩码内 $k_3$ 的 token 平均）与 `clip_ratio`（截断起作用的 token 比例）。
+        `kl`（掩码内 $k_3$ 的 token 平均）与 `clip_ratio`（截断起作用的 token 比例；
+        `"sequence"` 时是截断起作用的回答比例，同 TRL 对 `(B, 1)` 张量取的普通平均）。
 
     Raises:
         ValueError: 任一张量形状不符、含非有限值，`mask` 不是 0/1，`beta`/`epsilon` 为负，
-            `beta > 0` 却没有 `ref_logps`，或 `loss_type` 未知。
+            `beta > 0` 却没有 `ref_logps`，`loss_type` 或 `importance_sampling_level` 未知，
+            或 `"sequence"` 时 `advantages` 是逐 token 的 `(B, T)`。
     """
     _check_grpo_inputs(logps, old_logps, ref_logps, advantages, mask, beta, epsilon, epsilon_high)
+    check_choice("importance_sampling_level", importance_sampling_level, IMPORTANCE_SAMPLING_LEVELS)
     if old_logps is None:
         old_logps = logps.detach()
     adv = advantages.unsqueeze(-1) if advantages.dim() == 1 else advantages
-    per_token_loss, is_clipped = clipped_surrogate(logps, old_logps, adv, epsilon, epsilon_high)
-    metrics = {"clip_ratio": masked_mean(is_clipped.float(), mask).item()}
+    per_sequence = importance_sampling_level == "sequence"
+    if per_sequence:  # GSPO：每条回答一个比率 s_i，形状 (B, 1)
+        _check_sequence_level(advantages, logps, loss_type)
+        log_ratio = sequence_log_ratio(logps, old_logps, mask)
+        # 把 log s_i 当作“旧对数概率为 0 的单个 token”交给同一个截断函数，再广播到这条回答的每个 token
+        per_seq_loss, is_clipped = clipped_surrogate(log_ratio, torch.zeros_like(log_ratio), adv, epsilon, epsilon_high)
+        per_token_loss = per_seq_loss.expand_as(logps)
+    else:
+        log_ratio = logps - old_logps
+        per_token_loss, is_clipped = clipped_surrogate(logps, old_logps, adv, epsilon, epsilon_high)
+    metrics = {"clip_ratio": _clip_fraction(is_clipped, mask, per_sequence)}
+    if log_clip_sides:  # TRL 的 clip_ratio/low_mean 与 clip_ratio/high_mean，两者的并就是 clip_ratio
+        ratio, eps_high = log_ratio.detach().exp(), epsilon if epsilon_high is None else epsilon_high
+        metrics["clip_ratio/low_mean"] = _clip_fraction((ratio < 1 - epsilon) & (adv < 0), mask, per_sequence)
+        metrics["clip_ratio/high_mean"] = _clip_fraction((ratio > 1 + eps_high) & (adv > 0), mask, per_sequence)
     if beta > 0:
         kl = kl_estimate(logps, ref_logps, "k3")
         per_token_loss = per_token_loss + beta * kl
@@ -128,3 +204,25 @@ def grpo_loss(
 
 
 # --8<-- [end:grpo_loss]
+
+
+def _clip_fraction(flags: Tensor, mask: Tensor, per_sequence: bool) -> float:
+    """TRL 的 `masked_batch_mean`：逐 token 时在掩码内平均；序列级的 `(B, 1)` 直接对回答平均。"""
+    return flags.float().mean().item() if per_sequence else masked_mean(flags.float(), mask).item()
+
+
+def _check_sequence_level(advantages: Tensor, logps: Tensor, loss_type: str) -> None:
+    if advantages.dim() != 1:
+        raise ValueError(
+            f"importance_sampling_level='sequence' 时每条回答只有一个比率 s_i，advantages 的形状应是 "
+            f"{shape_str(logps.shape[:1])}，实际是 {shape_str(advantages.shape)}（逐 token 的优势请用 "
+            "importance_sampling_level='token'）"
+        )
+    if loss_type in TOKEN_SUMMED_LOSS_TYPES:
+        warnings.warn(
+            f"importance_sampling_level='sequence' 与 loss_type={loss_type!r} 同用：{loss_type!r} 把逐 token 损失求和后"
+            "再除以 token 数或常数，而序列比率给一条回答的每个 token 同一个损失，于是每条回答的损失被乘上了它的长度 "
+            "|o_i|，不再是 GSPO 的按序列平均（TRL 同样警告，见 TRL #3823、#6042）。GSPO 请用 loss_type='grpo'。",
+            UserWarning,
+            stacklevel=3,
+        )
