@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from rlhf_toy.losses.dpo import dpo_loss
+from rlhf_toy.losses.dpo import LENGTH_NORMALIZED_LOSS_TYPES, dpo_loss
 from rlhf_toy.policies import Policy
 
 # --8<-- [end:imports]
@@ -23,11 +23,17 @@ class DPOConfig:
         beta: 温度 $\\beta$。
         learning_rate: Adam 学习率。
         steps: 全批梯度步数。
+        loss_type: 逐对损失，`rlhf_toy.losses.dpo.DPO_LOSS_TYPES` 之一；默认 `"sigmoid"` 即 DPO。
+        label_smoothing: 标签翻转概率 $\\epsilon$（`sigmoid` 时即 cDPO，`robust` 时是鲁棒 DPO 的 $\\epsilon$）。
+        simpo_gamma: SimPO 的目标奖励间隔 $\\gamma$，只用于 `loss_type="simpo"`。
     """
 
     beta: float = 0.1
     learning_rate: float = 0.5
     steps: int = 200
+    loss_type: str = "sigmoid"
+    label_smoothing: float = 0.0
+    simpo_gamma: float = 0.5
 
 
 def sequence_logps(policy: Policy, prompts: Tensor, completions: Tensor, mask: Tensor | None = None) -> Tensor:
@@ -70,9 +76,17 @@ def train_dpo(
     ref_policy = policy.frozen_copy() if ref_policy is None else ref_policy
     optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate)
     prompts, chosen, rejected = pairs
-    with torch.no_grad():  # 参考模型的对数概率只算一次
-        ref_chosen = sequence_logps(ref_policy, prompts, chosen)
-        ref_rejected = sequence_logps(ref_policy, prompts, rejected)
+    ref_chosen = ref_rejected = None  # simpo 不用参考模型
+    if config.loss_type != "simpo":
+        with torch.no_grad():  # 参考模型的对数概率只算一次
+            ref_chosen = sequence_logps(ref_policy, prompts, chosen)
+            ref_rejected = sequence_logps(ref_policy, prompts, rejected)
+    lengths = {}  # 只有按长度归一化的 loss_type 用得到；没有掩码，每条回答都是 T 个 token
+    if config.loss_type in LENGTH_NORMALIZED_LOSS_TYPES:
+        lengths = {
+            "chosen_lengths": torch.full(chosen.shape[:1], float(chosen.shape[1])),
+            "rejected_lengths": torch.full(rejected.shape[:1], float(rejected.shape[1])),
+        }
     history = []
     for step in range(1, config.steps + 1):
         loss, metrics = dpo_loss(
@@ -81,6 +95,10 @@ def train_dpo(
             ref_chosen,
             ref_rejected,
             beta=config.beta,
+            loss_type=config.loss_type,
+            label_smoothing=config.label_smoothing,
+            simpo_gamma=config.simpo_gamma,
+            **lengths,
         )
         optimizer.zero_grad()
         loss.backward()
