@@ -6,7 +6,7 @@
 
 from rlhf_toy.advantages import gae_advantages, group_advantages, rloo_advantages, whiten
 from rlhf_toy.entropy import entropy_from_logits
-from rlhf_toy.kl import kl_estimate
+from rlhf_toy.kl import importance_corrected_k3, kl_estimate
 from rlhf_toy.losses import (
     aggregate_loss,
     bradley_terry_loss,
@@ -76,3 +76,4 @@ __all__ += [
     "train_rloo",
     "whiten",
 ]
+__all__ += ["importance_corrected_k3"]
