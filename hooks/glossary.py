@@ -4,6 +4,8 @@
 * Each term links to where the book first defines it: `defined_in` from terms.yml, or else the first
   chapter in nav order that writes the term in bold (**优势函数**), or else the first chapter that uses it.
   That occurrence gets the anchor `term-<key>` at build time, so the link lands on the sentence.
+* The defining page is tagged with its terms for Material's search (tags are boosted), so typing a term
+  finds where it is defined first; terms no chapter uses yet are tagged on the glossary itself.
 """
 
 from __future__ import annotations
@@ -67,8 +69,24 @@ def on_nav(nav, config, files):
     return nav
 
 
+def _tag_for_search(page, terms: list[Term]) -> None:
+    """Material's search index gives page.meta.tags a large boost: tagging the defining page with its
+    terms (Chinese and English) ranks it first when a reader types the term. (The tags plugin is not
+    enabled, so no tag chips appear on the page.)"""
+    tags = page.meta.get("tags")
+    tags = list(tags) if isinstance(tags, list) else []
+    for term in terms:
+        for word in (term.zh, *term.also, term.en):
+            if word not in tags:
+                tags.append(word)
+    page.meta["tags"] = tags
+
+
 def on_page_markdown(markdown, page, config, files):
     uri = page.file.src_uri
+    defined_here = [t for t in _terms if _targets.get(t.key, (GLOSSARY, ""))[0] == uri]
+    if defined_here:
+        _tag_for_search(page, defined_here)
     if uri == GLOSSARY:
         return render_glossary(page)
     for term in _anchors_by_page.get(uri, []):

@@ -37,7 +37,10 @@ def _git_date(paths: list[str]) -> str | None:
 
 def sources_of(src_uri: str, docs_dir: str) -> list[str]:
     """Repository paths whose changes count as changes of the page `src_uri`."""
-    docs = PurePosixPath(Path(docs_dir).resolve().relative_to(_ROOT).as_posix())
+    try:
+        docs = PurePosixPath(Path(docs_dir).resolve().relative_to(_ROOT).as_posix())
+    except ValueError:  # a docs_dir outside the repository (test sites): git knows nothing of it
+        docs = PurePosixPath("docs")
     if src_uri == "glossary.md":
         return [str(docs / "terms.yml")]
     paths = [str(docs / src_uri)]

@@ -52,6 +52,7 @@ document$.subscribe(() => {
     })
     .then(() => document.fonts.ready)
     .then(() => {
+      markWideInlineMath();
       window.rlhfMath.runs += 1;
       window.rlhfMath.visibleAt = performance.now();
       document.documentElement.dataset.math = "done";
@@ -60,4 +61,21 @@ document$.subscribe(() => {
       window.rlhfMath.errors.push(String(err && err.message ? err.message : err));
       document.documentElement.dataset.math = "done";
     });
+});
+
+// Inline formulas cannot break across lines; one wider than its paragraph gets .arithmatex--wide
+// (docs/stylesheets/extra.css makes it scroll). Re-checked when the window is resized.
+function markWideInlineMath() {
+  for (const span of document.querySelectorAll("span.arithmatex")) {
+    const mjx = span.querySelector("mjx-container");
+    const block = span.closest("p, li, td, th, dd, div");
+    if (!mjx || !block) continue;
+    span.classList.remove("arithmatex--wide");
+    if (mjx.getBoundingClientRect().width > block.clientWidth) span.classList.add("arithmatex--wide");
+  }
+}
+let wideTimer = null;
+window.addEventListener("resize", () => {
+  clearTimeout(wideTimer);
+  wideTimer = setTimeout(markWideInlineMath, 100);
 });

@@ -1,0 +1,147 @@
+"""The built site in headless Chromium (Debian's /usr/bin/chromium driven by playwright; nothing is
+downloaded). Every page is visited once per check group: desktop (requests, math, badge, fonts),
+390 px (horizontal overflow), palettes (light/dark), search (every glossary term, Chinese and English)."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from bs4 import BeautifulSoup
+from sitecheck import (
+    OVERFLOW_PROBE,
+    PAGE_PROBE,
+    external_request,
+    overflow_problems,
+    page_paths,
+    page_problems,
+    result_path,
+    search,
+    visit,
+)
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "hooks"))
+from _glossary_terms import load_terms  # noqa: E402
+
+pytestmark = pytest.mark.browser
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _shot(page, shots_dir, name):
+    if shots_dir:
+        page.screenshot(path=str(shots_dir / f"{name}.png"), full_page=False)
+
+
+MOBILE = 390
+
+
+def test_every_page(browser, site_url, site_dir, mkdocs_config, shots_dir):
+    """Each page once: at 1280 px no request leaves 127.0.0.1, every formula is typeset, visible and
+    error-free, the Colab badge has the notebook's path, text uses the CJK system-font stack; then at
+    390 px nothing overflows sideways except code, math and tables, which scroll."""
+    extra = mkdocs_config["extra"]
+    ctx = browser.new_context(viewport={"width": 1280, "height": 900}, locale="zh-CN", color_scheme="light")
+    page = ctx.new_page()
+    requests: list[str] = []
+    page.on("request", lambda r: requests.append(r.url))
+    problems, fonts = [], set()
+    paths = page_paths(site_dir)
+    for path in paths:
+        requests.clear()
+        page.set_viewport_size({"width": 1280, "height": 900})
+        visit(page, site_url + path)
+        info = page.evaluate(PAGE_PROBE)
+        page.set_viewport_size({"width": MOBILE, "height": 844})
+        page.wait_for_timeout(250)  # the resize handler of mathjax-config.js is debounced by 100 ms
+        problems += overflow_problems(path or "/", page.evaluate(OVERFLOW_PROBE, MOBILE))
+        external = sorted({u for u in requests if external_request(u)})
+        problems += page_problems(path or "/", info, external, extra["repository"], extra.get("branch", "main"))
+        fonts.add(info["body_font"])
+    ctx.close()
+    assert len(paths) >= 5
+    assert not problems, "\n".join(problems)
+    assert all(f.startswith('"PingFang SC"') and "Noto Sans CJK SC" in f for f in fonts), fonts
+
+
+def _palette_pages(site_dir):
+    """A chapter with the most formulas and the first notebook page."""
+    chapters = [p for p in page_paths(site_dir) if p.endswith("/") and not p.startswith(("notebooks/", "api/", "glossary/")) and p]
+    def n_math(p):
+        return (site_dir / p / "index.html").read_text(encoding="utf-8").count('class="arithmatex')
+    best = max(chapters, key=n_math) if chapters else ""
+    nbs = [p for p in page_paths(site_dir) if p.startswith("notebooks/")]
+    return [best] + nbs[:1]
+
+
+def test_light_and_dark_palettes(browser, site_url, site_dir, shots_dir):
+    ctx = browser.new_context(viewport={"width": 1280, "height": 900}, locale="zh-CN", color_scheme="light")
+    page = ctx.new_page()
+    problems = []
+    for path in _palette_pages(site_dir):
+        visit(page, site_url + path)
+        light = page.evaluate(PAGE_PROBE)
+        page.click("label[for='__palette_1']")  # the toggle shown in the light scheme
+        page.wait_for_function("() => document.body.getAttribute('data-md-color-scheme') === 'slate'")
+        page.wait_for_timeout(300)  # colour transition
+        dark = page.evaluate(PAGE_PROBE)
+        nb_bg = page.evaluate("""() => { const c = document.querySelector('.jp-Cell .jp-InputArea-editor, .jp-Cell .highlight-ipynb');
+                                        return c ? getComputedStyle(c).backgroundColor : null; }""")
+        _shot(page, shots_dir, f"dark-{path.strip('/').replace('/', '-') or 'index'}")
+        page.click("label[for='__palette_0']")
+        page.wait_for_function("() => document.body.getAttribute('data-md-color-scheme') === 'default'")
+        for scheme, info in (("light", light), ("dark", dark)):
+            if info["invisible_glyphs"] or info["hidden_containers"] or info["n_mjx"] != light["n_mjx"]:
+                problems.append(f"{path} {scheme}: math not visible: {info}")
+        if light["scheme"] != "default" or dark["scheme"] != "slate" or light["bg"] == dark["bg"]:
+            problems.append(f"{path}: palette did not switch: {light['scheme']}/{light['bg']} -> {dark['scheme']}/{dark['bg']}")
+        if nb_bg and _lightness(nb_bg) > 0.6:
+            problems.append(f"{path}: notebook code cells stay light in the dark palette ({nb_bg})")
+    ctx.close()
+    assert not problems, "\n".join(problems)
+
+
+def _lightness(css_color: str) -> float:
+    nums = [float(x) for x in re.findall(r"[\d.]+", css_color)[:3]]
+    return sum(nums) / (3 * 255) if len(nums) == 3 else 0.0
+
+
+def _defining_pages(site_dir) -> dict[str, str]:
+    """term key -> site path of its first definition, read from the built glossary page."""
+    soup = BeautifulSoup((site_dir / "glossary" / "index.html").read_text(encoding="utf-8"), "html.parser")
+    out = {}
+    for row in soup.select("table tr"):
+        span = row.select_one("span[id^='term-']")
+        if not span:
+            continue
+        link = row.find_all("td")[-1].find("a")
+        href = link["href"].split("#")[0] if link else ""
+        out[span["id"][len("term-"):]] = result_path(href, "/") if href else "glossary/"
+    return out
+
+
+TOP_ZH, TOP_EN = 3, 5
+
+
+def test_search_finds_each_term_on_its_defining_page(browser, site_url, site_dir, shots_dir):
+    terms = load_terms(ROOT / "docs" / "terms.yml")
+    defining = _defining_pages(site_dir)
+    ctx = browser.new_context(viewport={"width": 1280, "height": 900}, locale="zh-CN")
+    page = ctx.new_page()
+    page.goto(site_url, wait_until="load")
+    page.click("input.md-search__input")
+    problems, report = [], []
+    for term in terms:
+        want = defining.get(term.key, "glossary/")
+        for query, top in ((term.zh, TOP_ZH), (term.en, TOP_EN)):
+            hits = [result_path(h["href"], site_url) for h in search(page, query)]
+            rank = hits.index(want) + 1 if want in hits else None
+            report.append(f"{query!r}: {want} at {rank} of {hits[:6]}")
+            if rank is None or rank > top:
+                problems.append(f"search {query!r}: defining page {want} at rank {rank}, results {hits[:6]}")
+    search(page, "优势函数")
+    _shot(page, shots_dir, "search-desktop")
+    ctx.close()
+    print("\n".join(report))
+    assert not problems, "\n".join(problems)
