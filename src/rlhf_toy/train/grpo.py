@@ -30,6 +30,7 @@ class GRPOConfig:
         num_iterations: 每批样本上的优化步数 $\\mu$；旧策略对数概率在这批内冻结。
         scale_rewards: 优势的缩放方式，见 `group_advantages`。
         loss_type: 损失汇总方式，见 `aggregate_loss`。
+        max_completion_length: `dr_grpo` 的常数分母 $L$（TRL `max_completion_length`）；`None` 表示取本批回答的宽度 `T`。
     """
 
     num_generations: int = 8
@@ -41,11 +42,19 @@ class GRPOConfig:
     num_iterations: int = 2
     scale_rewards: str = "group"
     loss_type: str = "grpo"
+    max_completion_length: int | None = None
 
 
 # --8<-- [start:train_grpo]
 def train_grpo(
-    policy: Policy, task: Task, config: GRPOConfig, ref_policy: Policy | None = None, evaluate: Callable | None = None
+    policy: Policy,
+    task: Task,
+    config: GRPOConfig,
+    ref_policy: Policy | None = None,
+    evaluate: Callable | None = None,
+    *,
+    optimizer: torch.optim.Optimizer | None = None,
+    eval_every: int = 1,
 ) -> list[dict[str, float]]:
     """用 GRPO 训练 `policy`，返回每一步的指标字典（键名同 TRL 日志）。
 
@@ -55,13 +64,16 @@ def train_grpo(
         config: 超参数。
         ref_policy: 参考模型；`None` 时取训练开始时 `policy` 的冻结副本。
         evaluate: 可选，`evaluate(policy) -> dict`，每步更新后调用，结果并入该步指标。
+        optimizer: 可选，沿用已有的优化器（分几段调用本函数时保留 Adam 的状态）；`None` 时新建 Adam。
+        eval_every: 每隔几步调用一次 `evaluate`（最后一步总会调用）；默认 1 即每步。
 
     Returns:
         长度为 `config.steps` 的列表；每项含 `step`、`loss`、`reward`（本批平均奖励）、
         `kl`、`clip_ratio` 以及 `evaluate` 返回的键。
     """
     ref_policy = policy.frozen_copy() if ref_policy is None else ref_policy
-    optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate)
+    if optimizer is None:
+        optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate)
     G = config.num_generations
     history = []
     for step in range(1, config.steps + 1):
@@ -88,12 +100,14 @@ def train_grpo(
                 epsilon_high=config.epsilon_high,
                 beta=config.beta,
                 loss_type=config.loss_type,
+                max_completion_length=config.max_completion_length,
             )
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
         record = {"step": step, "loss": loss.item(), "reward": rewards.mean().item(), **metrics}
-        history.append({**record, **(evaluate(policy) if evaluate else {})})
+        due = evaluate is not None and (step % eval_every == 0 or step == config.steps)
+        history.append({**record, **(evaluate(policy) if due else {})})
     return history
 
 

@@ -1,0 +1,388 @@
+r"""第 9 章的演示：极小 Transformer 在两位数加法上的 SFT 热启动、GRPO、DPO 与 PPO。
+
+`python -m rlhf_toy tiny-lm {sft,grpo,dpo,ppo} [--quick]`。`quick=True` 只跑很短的版本（CI 与页面用）：
+SFT 与 GRPO 的步数都少得多，数字因此比完整版差，但流程一模一样。所有函数在单线程下运行（这些小矩阵在单线程下
+最快，且结果与机器的核数无关），结束时恢复原来的线程数。
+"""
+
+# --8<-- [start:imports]
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import torch
+from torch import Tensor, nn
+
+from rlhf_toy.policies.transformer import TinyTransformerPolicy, completion_mask
+from rlhf_toy.tasks.addition import AdditionTask
+from rlhf_toy.train.dpo import DPOConfig, train_dpo
+from rlhf_toy.train.grpo import GRPOConfig, train_grpo
+from rlhf_toy.train.sft import SFTConfig, train_sft
+
+# --8<-- [end:imports]
+
+
+@contextmanager
+def single_thread() -> Iterator[None]:
+    """在 `with` 块内让 PyTorch 只用一个线程，退出时恢复。"""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+# --8<-- [start:configs]
+def sft_config(quick: bool = False) -> SFTConfig:
+    """SFT 热启动的配置：完整版 300 步 × 128 题，快速版 200 步 × 64 题。
+
+    Args:
+        quick: 是否只跑短版本。
+
+    Returns:
+        配置。
+    """
+    return SFTConfig(learning_rate=5e-3, steps=200 if quick else 300, batch_size=64 if quick else 128)
+
+
+def grpo_config(quick: bool = False, **overrides) -> GRPOConfig:
+    """极小 Transformer 的 GRPO 配置（每步 32 个提示词 × G = 8）：TRL 现在的默认 `beta=0`、`loss_type="dapo"`，
+    加上 DAPO 的 clip-higher（`epsilon_high=0.28`）。
+
+    Args:
+        quick: 是否只跑短版本（30 步；完整版 300 步）。
+        **overrides: 覆盖任意字段，例如 `loss_type="grpo"`。
+
+    Returns:
+        配置。
+    """
+    fields = dict(
+        num_generations=8,
+        beta=0.0,
+        learning_rate=5e-4,
+        steps=30 if quick else 300,
+        num_iterations=1,
+        loss_type="dapo",
+        epsilon_high=0.28,
+    )
+    return GRPOConfig(**{**fields, **overrides})
+
+
+# --8<-- [end:configs]
+
+
+# --8<-- [start:warm_start]
+def warm_start(seed: int = 0, quick: bool = False, **task_kwargs) -> tuple[AdditionTask, TinyTransformerPolicy]:
+    """建任务与模型，并做一段短的 SFT：让模型学会格式、答对一部分题，给强化学习留出提升空间。
+
+    Args:
+        seed: 随机种子（模型初始化、任务的题目划分与抽样都由它决定）。
+        quick: 是否只跑短版本。
+        **task_kwargs: 传给 `AdditionTask`，例如 `scratch=4`、`max_completion_length=12`。
+
+    Returns:
+        `(task, policy)`：`policy` 已经过 SFT。
+    """
+    torch.manual_seed(seed)
+    task = AdditionTask(seed=seed, **task_kwargs)
+    policy = task.make_policy()
+    train_sft(policy, task, sft_config(quick))
+    return task, policy
+
+
+# --8<-- [end:warm_start]
+
+
+def _fmt(h: dict) -> str:
+    keys = ("accuracy", "completion_length", "kl", "entropy")
+    return "  ".join(f"{k} {h[k]:.3f}" for k in keys if k in h)
+
+
+def run_sft(seed: int = 0, quick: bool = False) -> list[dict]:
+    """只跑 SFT，打印留出集上的贪心正确率随步数的变化。
+
+    Args:
+        seed: 随机种子。
+        quick: 是否只跑短版本。
+
+    Returns:
+        SFT 的指标历史。
+    """
+    with single_thread():
+        torch.manual_seed(seed)
+        task = AdditionTask(seed=seed)
+        policy = task.make_policy()
+        config = sft_config(quick)
+        print(f"SFT：{config.steps} 步 × {config.batch_size} 题，lr {config.learning_rate}")
+        history = train_sft(policy, task, config, evaluate=task.evaluate, eval_every=50)
+        for h in history:
+            if "accuracy" in h:
+                print(f"step {h['step']:4d}  loss {h['loss']:.3f}  {_fmt(h)}")
+    return history
+
+
+# --8<-- [start:run_grpo]
+def run_grpo(seed: int = 0, quick: bool = False, **overrides) -> list[dict]:
+    """SFT 热启动后跑 GRPO，打印留出集正确率、回答长度、到参考模型的 KL 与熵。
+
+    Args:
+        seed: 随机种子。
+        quick: 是否只跑短版本。
+        **overrides: 覆盖 `grpo_config` 的字段。
+
+    Returns:
+        GRPO 的指标历史（评估步含 `accuracy`、`completion_length`、`kl`、`entropy`）。
+    """
+    with single_thread():
+        task, policy = warm_start(seed, quick)
+        ref = policy.frozen_copy()
+        config = grpo_config(quick, max_completion_length=task.max_completion_length, **overrides)
+        print(f"GRPO：{task.batch_size} 个提示词 × G={config.num_generations}，loss_type={config.loss_type}")
+        print(f"SFT 之后  {_fmt(task.evaluate(policy, ref))}")
+
+        def evaluate(p):
+            return task.evaluate(p, ref)
+
+        every = 10 if quick else 50
+        history = train_grpo(policy, task, config, ref_policy=ref, evaluate=evaluate, eval_every=every)
+        for h in history:
+            if "accuracy" in h:
+                print(f"step {h['step']:4d}  reward {h['reward']:.3f}  {_fmt(h)}")
+    return history
+
+
+# --8<-- [end:run_grpo]
+
+
+# --8<-- [start:preference_pairs]
+@torch.no_grad()
+def preference_pairs_from_samples(
+    policy: TinyTransformerPolicy, task: AdditionTask, n_prompts: int, num_generations: int = 8
+) -> tuple[tuple[Tensor, Tensor, Tensor], tuple[Tensor, Tensor]]:
+    """用模型自己的样本造偏好对：每个提示词采 `num_generations` 个回答，答对的 ≻ 答错的（各取第一个）。
+
+    组内全对或全错的提示词造不出偏好对，被跳过（这与 GRPO 里优势全为 0 的组是同一件事）。
+
+    Args:
+        policy: 采样用的策略（通常是 SFT 之后的模型，也是 DPO 的参考模型）。
+        task: 加法任务。
+        n_prompts: 从训练集抽多少个提示词。
+        num_generations: 每个提示词采样几个回答。
+
+    Returns:
+        `((prompts, chosen, rejected), (chosen_mask, rejected_mask))`，可直接传给 `train_dpo(..., masks=...)`；
+        行数是造出的偏好对数。
+    """
+    idx = torch.randint(len(task.train), (n_prompts,), generator=task.generator)
+    prompts = task.encode_prompts(task.train[idx])
+    completions, _ = policy.sample(prompts, num_generations)
+    correct = task.reward(prompts.repeat_interleave(num_generations, dim=0), completions).view(n_prompts, -1).bool()
+    keep = correct.any(1) & ~correct.all(1)
+    first_right = correct.float().argmax(1)  # 第一个答对的回答在组内的下标
+    first_wrong = (~correct).float().argmax(1)
+    rows = torch.arange(n_prompts) * num_generations
+    chosen, rejected = completions[(rows + first_right)[keep]], completions[(rows + first_wrong)[keep]]
+    masks = (completion_mask(chosen, policy.eos_id), completion_mask(rejected, policy.eos_id))
+    return (prompts[keep], chosen, rejected), masks
+
+
+# --8<-- [end:preference_pairs]
+
+
+def run_dpo(seed: int = 0, quick: bool = False) -> list[dict]:
+    """SFT 热启动后，用模型自己的样本造偏好对（答对 ≻ 答错），跑离线 DPO。
+
+    Args:
+        seed: 随机种子。
+        quick: 是否只跑短版本。
+
+    Returns:
+        DPO 的指标历史（键名同 TRL：`rewards/chosen`、`rewards/margins` 等，评估步另含 `accuracy` 等）。
+    """
+    with single_thread():
+        task, policy = warm_start(seed, quick)
+        ref = policy.frozen_copy()
+        pairs, masks = preference_pairs_from_samples(policy, task, n_prompts=128 if quick else 512)
+        config = DPOConfig(beta=0.1, learning_rate=5e-4, steps=20 if quick else 100)
+        print(f"DPO：{len(pairs[0])} 个偏好对（模型自己的样本：答对 ≻ 答错），beta={config.beta}")
+        print(f"SFT 之后  {_fmt(task.evaluate(policy, ref))}")
+
+        def evaluate(p):
+            return task.evaluate(p, ref)
+
+        history = train_dpo(policy, pairs, config, ref_policy=ref, evaluate=evaluate, masks=masks, eval_every=10)
+        for h in history:
+            if "accuracy" in h:
+                print(f"step {h['step']:4d}  loss {h['loss']:.3f}  margin {h['rewards/margins']:.3f}  {_fmt(h)}")
+    return history
+
+
+# --8<-- [start:timed_grpo]
+def grpo_for_seconds(
+    policy: TinyTransformerPolicy,
+    task: AdditionTask,
+    config: GRPOConfig,
+    marks: tuple[float, ...] = (10.0, 30.0, 60.0),
+    chunk: int = 5,
+) -> list[dict]:
+    """按墙钟时间跑 GRPO：每 `chunk` 步看一次表，越过 `marks` 中的时刻时评估一次（评估时间不计入）。
+
+    共用一个 Adam 优化器与参考模型，分段调用 `train_grpo`，所以与一口气跑完相同。
+
+    Args:
+        policy: 已热启动的策略（会被原地更新）。
+        task: 加法任务。
+        config: GRPO 配置（`steps` 不用，由时间决定）。
+        marks: 评估时刻（秒），升序；最后一个就是总预算。
+        chunk: 每段的步数。
+
+    Returns:
+        每个时刻一项：`seconds`（实际用时）、`step`、`reward` 与 `task.evaluate(policy, ref)` 的键；
+        第 0 项是开始前（`seconds = 0`）。
+    """
+    ref = policy.frozen_copy()
+    optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate)
+    part = GRPOConfig(**{**config.__dict__, "steps": chunk})
+    out = [{"seconds": 0.0, "step": 0, "reward": float("nan"), **task.evaluate(policy, ref)}]
+    elapsed, step, pending = 0.0, 0, list(marks)
+    while pending:
+        start = time.perf_counter()
+        history = train_grpo(policy, task, part, ref_policy=ref, optimizer=optimizer)
+        elapsed += time.perf_counter() - start
+        step += chunk
+        if elapsed >= pending[0]:
+            pending.pop(0)
+            out.append(
+                {"seconds": elapsed, "step": step, "reward": history[-1]["reward"], **task.evaluate(policy, ref)}
+            )
+    return out
+
+
+# --8<-- [end:timed_grpo]
+
+
+# --8<-- [start:length_stats]
+@torch.no_grad()
+def length_stats(policy: TinyTransformerPolicy, task: AdditionTask, num_generations: int = 4) -> dict[str, float]:
+    """按温度采样留出集，分答对 / 答错统计回答长度（掩码内 token 数，含 EOS）。
+
+    Args:
+        policy: 策略。
+        task: 加法任务。
+        num_generations: 每个留出提示词采几个回答。
+
+    Returns:
+        `{"accuracy_sampled", "length_correct", "length_wrong", "truncated"}`：采样正确率、答对 / 答错回答的平均长度、
+        没写出 EOS（被最大长度截断）的比例。某一类为空时其长度为 NaN。
+    """
+    prompts = task.heldout_prompts()
+    completions, mask = policy.sample(prompts, num_generations)
+    rewards = task.reward(prompts.repeat_interleave(num_generations, dim=0), completions).bool()
+    lengths = mask.sum(1)
+    truncated = ~(completions == policy.eos_id).any(1)
+    nan = float("nan")
+    return {
+        "accuracy_sampled": rewards.float().mean().item(),
+        "length_correct": lengths[rewards].mean().item() if rewards.any() else nan,
+        "length_wrong": lengths[~rewards].mean().item() if (~rewards).any() else nan,
+        "truncated": truncated.float().mean().item(),
+    }
+
+
+# --8<-- [end:length_stats]
+
+
+class TinyValueModel(nn.Module):
+    """PPO 的价值模型 $V_\\psi$：一个同样大小的极小 Transformer 躯干加一个标量输出头（与策略不共享参数，同 TRL）。
+
+    Args:
+        policy: 用它的结构与参数初始化躯干（TRL 用奖励模型初始化价值模型；这里没有奖励模型，用 SFT 之后的策略）。
+    """
+
+    def __init__(self, policy: TinyTransformerPolicy):
+        super().__init__()
+        self.body = policy.frozen_copy().requires_grad_(True)
+        self.value_head = nn.Linear(policy.head.in_features, 1)
+        nn.init.zeros_(self.value_head.weight)
+        nn.init.zeros_(self.value_head.bias)
+
+    def values(self, prompts: Tensor, completions: Tensor) -> Tensor:
+        """每个回答位置的价值 $V(x, y_{<t})$（生成第 $t$ 个 token 之前的状态），形状 `(B, T)`，带梯度。
+
+        Args:
+            prompts: 提示词，形状 `(B, Lp)`。
+            completions: 回答，形状 `(B, T)`。
+
+        Returns:
+            形状 `(B, T)` 的浮点张量。
+        """
+        return self.value_head(self.body.completion_hidden(prompts, completions)).squeeze(-1)
+
+
+def run_ppo(seed: int = 0, quick: bool = False) -> list[dict]:
+    """SFT 热启动后跑 PPO（价值模型 + GAE + 逐 token KL 奖励），用第 4 章的 `train_ppo`。
+
+    Args:
+        seed: 随机种子。
+        quick: 是否只跑短版本。
+
+    Returns:
+        PPO 的指标历史（键名同 TRL `PPOTrainer`，评估步另含 `accuracy` 等）。
+    """
+    from rlhf_toy.train.ppo import PPOConfig, train_ppo
+
+    with single_thread():
+        task, policy = warm_start(seed, quick)
+        ref = policy.frozen_copy()
+        value_model = TinyValueModel(policy)
+        config = PPOConfig(
+            num_generations=8,
+            kl_coef=0.01,
+            learning_rate=3e-4,
+            num_ppo_epochs=1,
+            num_mini_batches=1,
+            steps=15 if quick else 150,
+        )
+        print(
+            f"PPO：{task.batch_size} 个提示词 × {config.num_generations}，kl_coef={config.kl_coef}，价值模型与策略同样大小"
+        )
+        print(f"SFT 之后  {_fmt(task.evaluate(policy, ref))}")
+        every, calls = (5 if quick else 25), []
+
+        def evaluate(p):  # train_ppo 每步都调用；只在每 `every` 步真正评估
+            calls.append(1)
+            return task.evaluate(p, ref) if len(calls) % every == 0 else {}
+
+        history = train_ppo(policy, value_model, task, config, ref_policy=ref, evaluate=evaluate)
+        for h in history:
+            if "accuracy" in h:
+                print(
+                    f"step {h['step']:4d}  score {h['objective/scores']:.3f}  "
+                    f"explained_var {h['val/explained_variance']:.3f}  {_fmt(h)}"
+                )
+    return history
+
+
+PHASES = {"sft": run_sft, "grpo": run_grpo, "dpo": run_dpo, "ppo": run_ppo}
+
+
+def run_tiny_lm(seed: int = 0, quick: bool = False, phase: str = "grpo") -> list[dict]:
+    """命令行 `python -m rlhf_toy tiny-lm {sft,grpo,dpo,ppo}` 的入口。
+
+    Args:
+        seed: 随机种子。
+        quick: 是否只跑短版本。
+        phase: `"sft"`、`"grpo"`（默认）、`"dpo"` 或 `"ppo"`。
+
+    Returns:
+        所选阶段的指标历史。
+
+    Raises:
+        ValueError: `phase` 未知。
+    """
+    if phase not in PHASES:
+        raise ValueError(f"未知的 phase={phase!r}；可选：{', '.join(PHASES)}")
+    return PHASES[phase](seed=seed, quick=quick)

@@ -1,0 +1,270 @@
+"""第 9 章（极小 Transformer 上的 token 级 RLHF）：分词、数据、奖励、掩码、逐 token 对数概率、KV 缓存采样，
+以及“查表策略是 T = 1 的特例”——同一份损失函数对两者给出相同的值。
+
+式号指 docs/tiny-lm.md 里的编号：
+  eq:tiny-logp    逐 token 对数概率（logits 除以温度后 log_softmax，只取回答位置）
+  eq:tiny-mask    回答掩码（第一个 EOS 计入，之后的填充不计入）
+  eq:tiny-sft     SFT 损失（回答 token 上的平均负对数概率）
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+
+import pytest
+import torch
+
+from rlhf_toy import TablePolicy, dpo_loss, group_advantages, grpo_loss
+from rlhf_toy.losses.aggregate import LOSS_TYPES, masked_mean
+from rlhf_toy.policies.transformer import TinyTransformerPolicy, completion_mask, left_pad
+from rlhf_toy.tasks.addition import BOS, EOS, PAD, SCRATCH, VOCAB, AdditionTask, decode, encode
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """这些小矩阵在单线程下最快，也让结果与机器核数无关。"""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def tiny(task: AdditionTask | None = None, seed: int = 0, **kwargs) -> TinyTransformerPolicy:
+    torch.manual_seed(seed)
+    return (task or AdditionTask()).make_policy(**kwargs)
+
+
+# ---------------------------------------------------------------- 分词、数据、奖励
+
+
+def test_tokenizer_round_trip_and_bad_characters():
+    text = "23+58=81"
+    assert decode(encode(text)) == text
+    assert decode([BOS, *encode("7+5="), EOS, *encode("9")]) == "7+5="
+    assert decode([*encode("12"), EOS, PAD], stop_at_eos=False) == "12|"
+    assert len(VOCAB) == 16 and VOCAB[SCRATCH] == "."
+    with pytest.raises(ValueError, match="词表以外"):
+        encode("2*3")
+
+
+def test_prompts_are_left_padded_and_of_different_lengths():
+    task = AdditionTask(batch_size=200)
+    prompts = task.prompts()
+    assert prompts.shape == (200, task.max_prompt_length) == (200, 7)
+    lengths = (prompts != PAD).sum(1)
+    assert set(lengths.tolist()) == {5, 6, 7}  # <bos>a+b=，a、b 各 1–2 位
+    assert (left_pad(prompts, PAD) == prompts).all()  # 已经是左填充
+    assert (prompts[torch.arange(200), 7 - lengths] == BOS).all()
+
+
+def test_heldout_split_is_disjoint_and_fixed():
+    a, b = AdditionTask(seed=3), AdditionTask(seed=3)
+    assert torch.equal(a.heldout, b.heldout)
+    held = {tuple(p) for p in a.heldout.tolist()}
+    train = {tuple(p) for p in a.train.tolist()}
+    assert len(held) == 500 and len(train) == 9500 and not held & train
+
+
+def test_reward_is_exact_answer_with_eos():
+    task = AdditionTask()
+    prompts = task.encode_prompts(torch.tensor([[23, 58]] * 5))
+    rows = [encode("81") + [EOS], encode("81"), encode("18") + [EOS], encode("810") + [EOS], encode("081") + [EOS]]
+    completions = torch.tensor([r + [PAD] * (4 - len(r)) for r in rows])
+    assert task.reward(prompts, completions).tolist() == [1.0, 0.0, 0.0, 0.0, 0.0]
+    scratch = AdditionTask(scratch=3)
+    dots = torch.tensor([[SCRATCH, SCRATCH, *encode("81"), EOS, PAD]])
+    assert scratch.reward(prompts[:1], dots).item() == 1.0
+    assert task.reward(prompts[:1], dots[:, :5]).item() == 0.0  # 没有草稿区的任务不认 "."
+
+
+def test_sft_batch_is_correct_by_the_reward():
+    for scratch in (0, 4):
+        task = AdditionTask(scratch=scratch)
+        prompts, completions, mask = task.sft_batch(64)
+        assert task.reward(prompts, completions).tolist() == [1.0] * 64
+        assert torch.equal(mask, completion_mask(completions, EOS))
+        assert completions.shape[1] == task.max_completion_length == 4 + scratch
+
+
+def test_bad_task_arguments():
+    with pytest.raises(ValueError, match="n_digits"):
+        AdditionTask(n_digits=4)
+    with pytest.raises(ValueError, match="max_completion_length"):
+        AdditionTask(max_completion_length=3)
+
+
+# ---------------------------------------------------------------- 掩码与填充，式 eq:tiny-mask
+
+
+def test_mask_includes_first_eos_and_excludes_padding():
+    completions = torch.tensor([[5, EOS, PAD, PAD], [5, 6, EOS, PAD], [5, 6, 7, 8], [EOS, PAD, PAD, PAD]])
+    expected = [[1, 1, 0, 0], [1, 1, 1, 0], [1, 1, 1, 1], [1, 0, 0, 0]]
+    assert completion_mask(completions, EOS).tolist() == expected
+    # 第二个 EOS 之后也不计入
+    assert completion_mask(torch.tensor([[EOS, EOS, 5]]), EOS).tolist() == [[1, 0, 0]]
+
+
+def test_sampled_masks_cover_exactly_up_to_eos():
+    policy = tiny()
+    completions, mask, logps = policy.generate(AdditionTask().prompts(), 4)
+    assert completions.shape[0] == 128
+    ended = (completions == EOS).any(1)
+    lengths = mask.sum(1).long()
+    for row, length, end in zip(completions.tolist(), lengths.tolist(), ended.tolist(), strict=True):
+        if end:
+            assert row.index(EOS) == length - 1  # EOS 在掩码内，且是最后一个被计入的 token
+            assert all(t == PAD for t in row[length:])
+        else:
+            assert length == len(row)  # 截断：整行计入
+    assert (logps[mask == 0] == 0).all()
+
+
+# ---------------------------------------------------------------- 逐 token 对数概率，式 eq:tiny-logp
+
+
+def reference_logps(policy: TinyTransformerPolicy, prompt: list[int], completion: list[int], tau: float) -> list[float]:
+    """参考计算：不填充，逐个前缀各做一次前向，取最后一个位置的 logits / τ 的 log_softmax。"""
+    out = []
+    for t, token in enumerate(completion):
+        ids = torch.tensor([prompt + completion[:t]])
+        S = ids.shape[1]
+        hidden, _ = policy._run(ids, torch.arange(S)[None], torch.ones(S, S, dtype=torch.bool).tril()[None, None])
+        logits = policy.head(hidden[0, -1]) / tau
+        out.append(torch.log_softmax(logits, -1)[token].item())
+    return out
+
+
+@pytest.mark.parametrize("side", ["left", "right"])
+@pytest.mark.parametrize("tau", [1.0, 0.7])
+def test_logps_match_unpadded_reference_with_padding_on_either_side(side, tau):
+    policy = tiny(temperature=tau)
+    rows = [([BOS, *encode("7+5=")], encode("12") + [EOS]), ([BOS, *encode("23+58=")], encode("8") + [EOS])]
+    width = max(len(p) for p, _ in rows)
+    pad = lambda p: [PAD] * (width - len(p)) + p if side == "left" else p + [PAD] * (width - len(p))  # noqa: E731
+    prompts = torch.tensor([pad(p) for p, _ in rows])
+    completions = torch.tensor([c + [PAD] * (3 - len(c)) for _, c in rows])
+    mask = completion_mask(completions, EOS)
+    logps = policy.logps(prompts, completions)
+    for i, (p, c) in enumerate(rows):
+        n = int(mask[i].sum())
+        ref = reference_logps(policy, p, c[:n], tau)
+        assert logps[i, :n].tolist() == pytest.approx(ref, abs=1e-5)
+    assert torch.isfinite(logps).all()  # 填充位置的值有限
+
+
+def test_logps_do_not_depend_on_how_much_padding():
+    policy = tiny()
+    prompt, completion = [BOS, *encode("9+9=")], torch.tensor([encode("18") + [EOS]])
+    base = policy.logps(torch.tensor([prompt]), completion)
+    for extra in (1, 3):
+        padded = torch.tensor([[PAD] * extra + prompt])
+        assert torch.allclose(policy.logps(padded, completion), base, atol=1e-6)
+
+
+def test_kv_cache_sampler_agrees_with_full_recompute():
+    policy = tiny(temperature=0.8)
+    prompts = AdditionTask(batch_size=16).prompts()
+    completions, mask, sampled_logps = policy.generate(prompts, 3)
+    recomputed = policy.logps(prompts.repeat_interleave(3, dim=0), completions)
+    assert torch.allclose(recomputed * mask, sampled_logps, atol=1e-5)
+    greedy, _, _ = policy.generate(prompts, greedy=True)
+    full = policy.completion_logits(prompts, greedy).argmax(-1)
+    gmask = completion_mask(greedy, EOS).bool()
+    assert torch.equal(full[gmask], greedy[gmask])
+
+
+@pytest.mark.parametrize("tau", [1.0, 0.5])
+def test_sample_logp_round_trip_matches_sampling_distribution(tau):
+    """按温度 τ 采样 N 次，每种回答的经验频率应等于 exp(掩码内逐 token 对数概率之和)。"""
+    task = AdditionTask(n_digits=1, n_heldout=20, max_completion_length=3)
+    policy = tiny(task, temperature=tau, d_model=16, n_layers=1)
+    with torch.no_grad():
+        policy.head.weight.mul_(6.0)  # 让分布集中在少数回答上，频率估计更准
+    N = 20000
+    prompt = task.encode_prompts(torch.tensor([[3, 4]]))
+    completions, mask, _ = policy.generate(prompt, N, generator=torch.Generator().manual_seed(0))
+    counts = collections.Counter(map(tuple, completions.tolist()))
+    top = [c for c, _ in counts.most_common(8)]
+    tops = torch.tensor(top)
+    model_p = (policy.logps(prompt.expand(len(top), -1), tops) * completion_mask(tops, EOS)).sum(1).exp()
+    for c, p in zip(top, model_p.tolist(), strict=True):
+        freq = counts[c] / N
+        assert abs(freq - p) < 4 * math.sqrt(p * (1 - p) / N) + 1e-3, (c, freq, p)
+
+
+# ---------------------------------------------------------------- 查表策略是 T = 1 的特例
+
+
+def test_losses_identical_for_table_and_padded_sequences():
+    """同一批对数概率：查表策略给 (B, 1)，序列模型给 (B, 4)（1 个真实 token + 3 个填充）。四种 loss_type 与 DPO 损失都相同。"""
+    torch.manual_seed(0)
+    P, G, V = 4, 6, 8
+    table = TablePolicy.random(P, V, scale=1.0)
+    prompts = torch.arange(P)
+    completions, mask1 = table.sample(prompts, G)
+    group_prompts = prompts.repeat_interleave(G)
+    rewards = (completions[:, 0] % 3 == 0).float()
+    advantages = group_advantages(rewards, G)
+    logps1 = table.logps(group_prompts, completions)
+    old1 = logps1.detach() + 0.1 * torch.randn_like(logps1)
+    ref1 = logps1.detach() - 0.2
+    pad = lambda x, fill: torch.cat([x, torch.full((x.shape[0], 3), fill)], dim=1)  # noqa: E731
+    logps4, old4, ref4 = pad(logps1, -7.0), pad(old1, 3.0), pad(ref1, 0.5)  # 填充位置放任意有限值
+    mask4 = pad(mask1, 0.0)
+    for loss_type in LOSS_TYPES:
+        kw = dict(beta=0.04, epsilon_high=0.28, loss_type=loss_type)
+        a, ma = grpo_loss(logps1, old1, ref1, advantages, mask1, max_completion_length=1, **kw)
+        b, mb = grpo_loss(logps4, old4, ref4, advantages, mask4, max_completion_length=1, **kw)
+        assert a.item() == pytest.approx(b.item(), abs=1e-7), loss_type
+        assert ma == pytest.approx(mb)
+    seq1, seq4 = (logps1 * mask1).sum(1), (logps4 * mask4).sum(1)
+    assert torch.equal(seq1, seq4)
+    la, _ = dpo_loss(seq1[:12], seq1[12:], ref1[:12, 0], ref1[12:, 0])
+    lb, _ = dpo_loss(seq4[:12], seq4[12:], (ref4 * mask4).sum(1)[:12], (ref4 * mask4).sum(1)[12:])
+    assert la.item() == pytest.approx(lb.item(), abs=1e-7)
+
+
+def test_transformer_with_one_token_answers_is_a_table():
+    """max_completion_length = 1 的 Transformer 就是一张表：表的 logits 取它第一个位置的 log-softmax，两者 logps 相同。"""
+    task = AdditionTask(n_digits=1, n_heldout=20)
+    torch.manual_seed(0)
+    policy = TinyTransformerPolicy(len(VOCAB), PAD, EOS, max_prompt_length=5, max_completion_length=1)
+    prompts = task.encode_prompts(task.train[:5])
+    dummy = torch.zeros(5, 1, dtype=torch.long)
+    with torch.no_grad():
+        table = TablePolicy(torch.log_softmax(policy.completion_logits(prompts, dummy)[:, 0], -1))
+    completions, mask = policy.sample(prompts, 4)
+    assert completions.shape == (20, 1) and mask.shape == (20, 1)
+    idx = torch.arange(5).repeat_interleave(4)
+    assert torch.allclose(
+        policy.logps(prompts.repeat_interleave(4, 0), completions), table.logps(idx, completions), atol=1e-6
+    )
+
+
+# ---------------------------------------------------------------- 坏输入
+
+
+def test_bad_policy_inputs():
+    with pytest.raises(ValueError, match="n_heads"):
+        TinyTransformerPolicy(16, 0, 2, max_prompt_length=7, max_completion_length=4, d_model=30, n_heads=4)
+    with pytest.raises(ValueError, match="temperature"):
+        TinyTransformerPolicy(16, 0, 2, max_prompt_length=7, max_completion_length=4, temperature=0.0)
+    policy = tiny()
+    prompts = AdditionTask().prompts()
+    with pytest.raises(ValueError, match="completions 的形状"):
+        policy.logps(prompts, torch.zeros(3, 2, dtype=torch.long))
+    with pytest.raises(ValueError, match="超过"):
+        policy.logps(prompts, torch.zeros(32, 9, dtype=torch.long))
+    with pytest.raises(ValueError, match="num_generations"):
+        policy.generate(prompts, 0)
+
+
+def test_sft_loss_is_mean_negative_logp_on_answer_tokens():
+    """式 eq:tiny-sft：SFT 损失 = 掩码内平均负对数概率（温度 1），与逐元素手算相同。"""
+    task = AdditionTask()
+    policy = tiny(task, temperature=0.5)
+    prompts, completions, mask = task.sft_batch(8)
+    logps = policy.logps(prompts, completions, temperature=1.0)
+    by_hand = -sum(logps[i, t].item() for i in range(8) for t in range(4) if mask[i, t]) / mask.sum().item()
+    assert (-masked_mean(logps, mask)).item() == pytest.approx(by_hand, rel=1e-6)
