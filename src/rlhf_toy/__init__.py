@@ -5,6 +5,7 @@
 """
 
 from rlhf_toy.advantages import gae_advantages, group_advantages, rloo_advantages, whiten
+from rlhf_toy.dapo import dynamic_sampling_mask, soft_overlong_punishment
 from rlhf_toy.entropy import entropy_from_logits
 from rlhf_toy.kl import importance_corrected_k3, kl_estimate
 from rlhf_toy.losses import (
@@ -17,6 +18,7 @@ from rlhf_toy.losses import (
     ppo_policy_loss,
     ppo_value_loss,
     reinforce_loss,
+    sequence_log_ratio,
 )
 from rlhf_toy.models import TableRewardModel, TableValueModel
 from rlhf_toy.policies import Policy, TablePolicy
@@ -76,4 +78,5 @@ __all__ += [
     "train_rloo",
     "whiten",
 ]
+__all__ += ["dynamic_sampling_mask", "sequence_log_ratio", "soft_overlong_punishment"]
 __all__ += ["importance_corrected_k3"]

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import torch
 
 from rlhf_toy.advantages import group_advantages
+from rlhf_toy.dapo import dynamic_sampling_mask
 from rlhf_toy.losses.grpo import grpo_loss
 from rlhf_toy.policies import Policy
 from rlhf_toy.tasks import Task
@@ -31,6 +32,11 @@ class GRPOConfig:
         scale_rewards: 优势的缩放方式，见 `group_advantages`。
         loss_type: 损失汇总方式，见 `aggregate_loss`。
         max_completion_length: `dr_grpo` 的常数分母 $L$（TRL `max_completion_length`）；`None` 表示取本批回答的宽度 `T`。
+        importance_sampling_level: `"token"` 或 `"sequence"`（GSPO），见 `grpo_loss`。
+        dynamic_sampling: `True` 时按 DAPO 在算损失之前丢掉奖励全相同的组（见 `dynamic_sampling_mask`；
+            不重新采样补齐；优势仍在整批上算，`scale_rewards="batch"` 的标准差含被丢的组），
+            并记录 `frac_reward_zero_std`（TRL 的同名指标）与 `effective_batch_size`（进入损失的回答数）。
+        log_clip_sides: `True` 时另记 `clip_ratio/low_mean` 与 `clip_ratio/high_mean`，见 `grpo_loss`。
     """
 
     num_generations: int = 8
@@ -43,6 +49,9 @@ class GRPOConfig:
     scale_rewards: str = "group"
     loss_type: str = "grpo"
     max_completion_length: int | None = None
+    importance_sampling_level: str = "token"
+    dynamic_sampling: bool = False
+    log_clip_sides: bool = False
 
 
 # --8<-- [start:train_grpo]
@@ -69,7 +78,7 @@ def train_grpo(
 
     Returns:
         长度为 `config.steps` 的列表；每项含 `step`、`loss`、`reward`（本批平均奖励）、
-        `kl`、`clip_ratio` 以及 `evaluate` 返回的键。
+        `kl`、`clip_ratio` 以及 `evaluate` 返回的键（另见 `GRPOConfig` 中 `dynamic_sampling`、`log_clip_sides` 加的键）。
     """
     ref_policy = policy.frozen_copy() if ref_policy is None else ref_policy
     if optimizer is None:
@@ -84,11 +93,19 @@ def train_grpo(
         # 2. 打分并计算组内相对优势（不需要价值模型）
         rewards = task.reward(group_prompts, completions)
         advantages = group_advantages(rewards, G, config.scale_rewards)
+        logged = {"reward": rewards.mean().item()}  # 整批（丢组之前）的平均奖励
+        if config.dynamic_sampling:  # DAPO：丢掉奖励全相同（优势全为 0）的组，不重新采样补齐
+            keep = dynamic_sampling_mask(rewards, G).repeat_interleave(G)
+            group_prompts, completions, mask, advantages = (
+                x[keep] for x in (group_prompts, completions, mask, advantages)
+            )
+            logged |= {"frac_reward_zero_std": 1 - keep.float().mean().item(), "effective_batch_size": len(advantages)}
         with torch.no_grad():  # 旧策略与参考模型的对数概率：这一批内固定不变
             old_logps = policy.logps(group_prompts, completions)
             ref_logps = ref_policy.logps(group_prompts, completions) if config.beta > 0 else None
-        # 3. 在同一批样本上做 num_iterations 步截断更新
-        for _ in range(config.num_iterations):
+        # 3. 在同一批样本上做 num_iterations 步截断更新（动态采样丢光了所有组时不更新）
+        loss, metrics = torch.zeros(()), {"clip_ratio": 0.0} | ({"kl": 0.0} if config.beta > 0 else {})
+        for _ in range(config.num_iterations if len(advantages) > 0 else 0):
             logps = policy.logps(group_prompts, completions)
             loss, metrics = grpo_loss(
                 logps,
@@ -101,11 +118,13 @@ def train_grpo(
                 beta=config.beta,
                 loss_type=config.loss_type,
                 max_completion_length=config.max_completion_length,
+                importance_sampling_level=config.importance_sampling_level,
+                log_clip_sides=config.log_clip_sides,
             )
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
-        record = {"step": step, "loss": loss.item(), "reward": rewards.mean().item(), **metrics}
+        record = {"step": step, "loss": loss.item(), **logged, **metrics}
         due = evaluate is not None and (step % eval_every == 0 or step == config.steps)
         history.append({**record, **(evaluate(policy) if due else {})})
     return history
