@@ -160,3 +160,16 @@ def test_reinforce_loss_bad_inputs():
         reinforce_loss(torch.zeros(2, 1), torch.zeros(2), torch.ones(2, 2))
     with pytest.raises(ValueError, match=r"logps 的形状是 \(2,\)，期望 2 维"):
         reinforce_loss(torch.zeros(2), torch.zeros(2), torch.ones(2))
+
+
+@pytest.mark.parametrize("name", ["reinforce", "rloo"])
+def test_demos_quick(name, capsys):
+    from rlhf_toy.demos import DEMOS
+
+    results = DEMOS[name](seed=0, quick=True)
+    assert "success_prob" in capsys.readouterr().out
+    if name == "rloo":
+        assert results[-1]["success_prob"] > 0.5
+    else:  # 奖励加 5 时，RLOO 明显好于无基线
+        final = {(r["offset"], r["baseline"]): r["success_prob"] for r in results}
+        assert final[(5.0, "rloo")] > final[(5.0, "none")] + 0.3

@@ -315,3 +315,32 @@ def test_ppo_against_learned_reward_model_raises_true_success():
     assert keys <= set(history[-1])
     with pytest.raises(ValueError, match="num_ppo_epochs"):
         train_ppo(policy, TableValueModel(20), task, PPOConfig(num_ppo_epochs=0))
+
+
+def test_more_bad_inputs():
+    with pytest.raises(ValueError, match=r"completions 的形状是 \(3, 1\)，期望第 0 维为 2"):
+        TableValueModel(4).values(torch.tensor([0, 1]), torch.zeros(3, 1, dtype=torch.long))
+    with pytest.raises(ValueError, match="n_prompts ≥ 1"):
+        TableValueModel(0)
+    with pytest.raises(ValueError, match=r"ent_coef 应 ≥ 0"):
+        entropy_bonus(torch.ones(2, 1), torch.ones(2, 1), ent_coef=-1.0)
+    with pytest.raises(ValueError, match=r"mask 的形状是 \(2, 2\)，期望 \(2, 1\)"):
+        entropy_bonus(torch.ones(2, 1), torch.ones(2, 2), ent_coef=0.1)
+    with pytest.raises(ValueError, match=r"mask 的形状是 \(3,\)，期望 \(2,\)"):
+        whiten(torch.ones(2), torch.ones(3))
+    with pytest.raises(ValueError, match=r"x 含 1 个非有限值"):
+        whiten(torch.tensor([1.0, float("nan")]), torch.ones(2))
+    with pytest.raises(ValueError, match=r"completions 的形状是 \(2, 2\)，期望 \(2, 1\)"):
+        TablePolicy.random(3, 4).entropy(torch.tensor([0, 1]), torch.zeros(2, 2, dtype=torch.long))
+
+
+@pytest.mark.parametrize("name", ["reward-model", "ppo"])
+def test_demos_quick(name, capsys):
+    from rlhf_toy.demos import DEMOS
+
+    history = DEMOS[name](seed=0, quick=True)
+    out = capsys.readouterr().out
+    if name == "ppo":
+        assert history[-1]["success_prob"] > 0.5 and "真实成功概率" in out
+    else:
+        assert history[-1]["eval_accuracy"] > 0.5 and "留出偏好对准确率" in out
