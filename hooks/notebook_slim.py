@@ -70,8 +70,30 @@ _ALWAYS = {"jupyter-wrapper", "jp-Notebook"}
 def _selector_ok(selector: str, classes: set[str]) -> bool:
     """Keep a selector if every class it names is on the page. Selectors naming no class at all
     (pygments' bare `pre`, JupyterLab's bare `table`) would restyle the whole Material page: dropped."""
-    names = _SEL_CLASS.findall(re.sub(r":not\([^)]*\)", "", selector))  # :not(.x) matches without .x
+    # :not(.x) matches without .x, and :is(.x, .y) needs only one of them: ignore classes inside pseudo-classes
+    bare = selector
+    while True:
+        stripped = re.sub(r":[-a-z]+\([^()]*\)", "", bare)
+        if stripped == bare:
+            break
+        bare = stripped
+    names = _SEL_CLASS.findall(bare)
     return bool(names) and all(c in classes for c in names)
+
+
+def _split_selectors(prelude: str) -> list[str]:
+    """Split a selector list at top-level commas (not those inside :is(...), :not(...), [...])."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(prelude):
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(prelude[start:i].strip())
+            start = i + 1
+    parts.append(prelude[start:].strip())
+    return [p for p in parts if p]
 
 
 def _parse(rules, classes: set[str]) -> list:
@@ -79,7 +101,7 @@ def _parse(rules, classes: set[str]) -> list:
     out = []
     for rule in rules:
         if rule.type == "qualified-rule":
-            selectors = [s.strip() for s in tinycss2.serialize(rule.prelude).split(",")]
+            selectors = _split_selectors(tinycss2.serialize(rule.prelude))
             kept = [s for s in selectors if _selector_ok(s, classes)]
             if kept:
                 decls = [
