@@ -52,7 +52,7 @@ def _check_loss_options(loss_type: str, beta: float, label_smoothing: float, sim
         )
     if label_smoothing > 0 and loss_type not in LABEL_SMOOTHING_LOSS_TYPES:
         raise ValueError(
-            f"loss_type={loss_type!r} 没有标签平滑（TRL 会静默忽略 label_smoothing={label_smoothing}）；"
+            f"loss_type={loss_type!r} 没有标签平滑，label_smoothing={label_smoothing} 不会起作用；"
             "要考虑标签噪声，请用 'sigmoid'（cDPO）或 'robust'"
         )
     if loss_type in ("ipo", "simpo") and not beta > 0:
