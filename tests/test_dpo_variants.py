@@ -310,7 +310,7 @@ def test_length_normalized_losses_ignore_repetition(loss_type):
 
 @pytest.mark.parametrize("loss_type", ["sigmoid", "hinge", "ipo", "robust"])
 def test_reference_based_losses_ignore_a_common_shift(loss_type):
-    """eq:dv-margin：给 y_w、y_l 的策略对数概率加同一个常数（如 log Z(x)），Δ 不变，所有基于参考模型的损失都不变。"""
+    """eq:dv-margin：给 y_w、y_l 的策略对数概率加同一个常数（如 log Z(x)），Δ 不变，不按长度归一化的损失都不变。"""
     chosen, rejected, ref_chosen, ref_rejected = _tensors(CHOSEN, REJECTED, REF_CHOSEN, REF_REJECTED)
     shift = torch.tensor([-2.0, 0.5, 3.0, 1.0], dtype=torch.float64)
     eps = 0.1 if loss_type == "robust" else 0.0
