@@ -86,7 +86,7 @@ class ProseLine:
 def prose_lines(markdown: str):
     """Yield ProseLine for every line of `markdown` that is not inside code or display math."""
     fence = None  # (char, length) of the open code fence
-    in_math = False
+    in_math: str | bool = False  # the closer we wait for
     in_comment = False
     for lineno, raw in enumerate(markdown.split("\n"), 1):
         if fence:
@@ -106,12 +106,21 @@ def prose_lines(markdown: str):
         if stripped.startswith("<!--") and "-->" not in stripped:
             in_comment = True
             continue
-        if in_math:
-            if stripped.endswith("$$") or stripped.startswith("\\end{") or stripped == "\\]":
+        if in_math:  # the closer that matches the opener: $$ / \\] / \\end{env}
+            if (in_math == "$$" and stripped.endswith("$$")) or (in_math == "\\[" and stripped.endswith("\\]")) or (
+                in_math.startswith("\\end{") and in_math in stripped
+            ):
                 in_math = False
             continue
-        if stripped in ("$$", "\\[") or (stripped.startswith("$$") and not stripped.endswith("$$")):
-            in_math = True
+        if stripped == "$$" or (stripped.startswith("$$") and not (len(stripped) > 2 and stripped.endswith("$$"))):
+            in_math = "$$"
+            continue
+        if stripped.startswith("\\[") and not stripped.endswith("\\]"):
+            in_math = "\\["
+            continue
+        m_env = re.match(r"\\begin\{([^}]*)\}", stripped)
+        if m_env and f"\\end{{{m_env.group(1)}}}" not in stripped:
+            in_math = f"\\end{{{m_env.group(1)}}}"
             continue
         if stripped.startswith("--8<--") or stripped.startswith(":::"):
             continue
