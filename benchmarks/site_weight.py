@@ -119,35 +119,54 @@ def main() -> int:
         with serve(site) as url, sync_playwright() as pw:
             browser = launch(pw)
             shared, (sraw, sgz), per_page, math_fonts, per_page_m = measure_weights(browser, url, site)
-            print(f"shared by all {len(per_page)} pages: {len(shared)} files, {sraw / 1e3:.0f} KB raw, {sgz / 1e3:.0f} KB gzipped")
+            print(
+                f"shared by all {len(per_page)} pages: {len(shared)} files, {sraw / 1e3:.0f} KB raw, {sgz / 1e3:.0f} KB gzipped"
+            )
             for u in sorted(shared):
                 print(f"    {urlparse(u).path}")
             by_kind = defaultdict(list)
-            print("  + on every page with math: " + ", ".join(urlparse(u).path.rsplit("/", 1)[-1] for u in sorted(math_fonts)))
+            print(
+                "  + on every page with math: "
+                + ", ".join(urlparse(u).path.rsplit("/", 1)[-1] for u in sorted(math_fonts))
+            )
             by_kind, by_kind_m = defaultdict(list), defaultdict(list)
-            print(f"\n{'page':32} {'kind':9} {'files':>5} {'raw KB':>8} {'gzip KB':>8} {'gzip KB, math fonts shared':>27}")
+            print(
+                f"\n{'page':32} {'kind':9} {'files':>5} {'raw KB':>8} {'gzip KB':>8} {'gzip KB, math fonts shared':>27}"
+            )
             for path, (raw, gz, n) in sorted(per_page.items(), key=lambda kv: -kv[1][1]):
                 kind = page_kind(path)
                 by_kind[kind].append((gz, raw, path))
                 by_kind_m[kind].append((per_page_m[path][1], per_page_m[path][0], path))
-                print(f"{(path or '/'):32} {kind:9} {n:5d} {raw / 1e3:8.1f} {gz / 1e3:8.1f} {per_page_m[path][1] / 1e3:27.1f}")
-            for title, table in (("beyond assets shared by ALL pages", by_kind),
-                                 ("beyond shared assets, MathJax's basic fonts counted as shared", by_kind_m)):
+                print(
+                    f"{(path or '/'):32} {kind:9} {n:5d} {raw / 1e3:8.1f} {gz / 1e3:8.1f} {per_page_m[path][1] / 1e3:27.1f}"
+                )
+            for title, table in (
+                ("beyond assets shared by ALL pages", by_kind),
+                ("beyond shared assets, MathJax's basic fonts counted as shared", by_kind_m),
+            ):
                 print(f"\nper page type, {title} (gzipped): median / max")
                 for kind, rows in sorted(table.items()):
                     gzs = [r[0] for r in rows]
                     flag = ""
                     if kind == "chapter":
                         flag = "  OK (< 150 KB)" if max(gzs) < CHAPTER_TARGET_GZ else "  OVER the 150 KB target"
-                    print(f"  {kind:9} {statistics.median(gzs) / 1e3:7.1f} KB / {max(gzs) / 1e3:7.1f} KB ({max(rows)[2]}){flag}")
-            mathy = [p for p in per_page if (site / p / "index.html").is_file()
-                     and 'class="arithmatex' in (site / p / "index.html").read_text(encoding="utf-8")]
+                    print(
+                        f"  {kind:9} {statistics.median(gzs) / 1e3:7.1f} KB / {max(gzs) / 1e3:7.1f} KB ({max(rows)[2]}){flag}"
+                    )
+            mathy = [
+                p
+                for p in per_page
+                if (site / p / "index.html").is_file()
+                and 'class="arithmatex' in (site / p / "index.html").read_text(encoding="utf-8")
+            ]
             heaviest = max(mathy, key=lambda p: per_page[p][1])
             times = time_to_math(browser, url + heaviest, args.runs)
             med = statistics.median(times)
-            print(f"\ntime until math is visible on the heaviest page with math ({heaviest}), {args.runs} cold loads: "
-                  f"median {med:.2f} s (runs: {', '.join(f'{t:.2f}' for t in times)})"
-                  f"  {'OK (< 1 s)' if med < MATH_TARGET_S else 'OVER the 1 s target'}")
+            print(
+                f"\ntime until math is visible on the heaviest page with math ({heaviest}), {args.runs} cold loads: "
+                f"median {med:.2f} s (runs: {', '.join(f'{t:.2f}' for t in times)})"
+                f"  {'OK (< 1 s)' if med < MATH_TARGET_S else 'OVER the 1 s target'}"
+            )
             browser.close()
     return 0
 

@@ -107,8 +107,10 @@ def prose_lines(markdown: str):
             in_comment = True
             continue
         if in_math:  # the closer that matches the opener: $$ / \\] / \\end{env}
-            if (in_math == "$$" and stripped.endswith("$$")) or (in_math == "\\[" and stripped.endswith("\\]")) or (
-                in_math.startswith("\\end{") and in_math in stripped
+            if (
+                (in_math == "$$" and stripped.endswith("$$"))
+                or (in_math == "\\[" and stripped.endswith("\\]"))
+                or (in_math.startswith("\\end{") and in_math in stripped)
             ):
                 in_math = False
             continue

@@ -105,8 +105,10 @@ def _parse(rules, classes: set[str]) -> list:
             kept = [s for s in selectors if _selector_ok(s, classes)]
             if kept:
                 decls = [
-                    (d.name if d.name.startswith("--") else d.lower_name,
-                     tinycss2.serialize(d.value).strip() + (" !important" if d.important else ""))
+                    (
+                        d.name if d.name.startswith("--") else d.lower_name,
+                        tinycss2.serialize(d.value).strip() + (" !important" if d.important else ""),
+                    )
                     for d in tinycss2.parse_blocks_contents(rule.content, skip_comments=True, skip_whitespace=True)
                     if d.type == "declaration"
                 ]

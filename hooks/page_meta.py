@@ -28,7 +28,11 @@ def _git_date(paths: list[str]) -> str | None:
     try:
         out = subprocess.run(
             ["git", "log", "-1", "--format=%cs", "--", *paths],
-            cwd=_ROOT, capture_output=True, text=True, timeout=20, check=False,
+            cwd=_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=False,
         ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
@@ -60,8 +64,13 @@ def edit_source(src_uri: str, docs_dir: str) -> str:
 
 def _untracked(paths: list[str]) -> bool:
     try:
-        r = subprocess.run(["git", "ls-files", "--error-unmatch", "--", paths[0]],
-                           cwd=_ROOT, capture_output=True, timeout=20, check=False)
+        r = subprocess.run(
+            ["git", "ls-files", "--error-unmatch", "--", paths[0]],
+            cwd=_ROOT,
+            capture_output=True,
+            timeout=20,
+            check=False,
+        )
     except (OSError, subprocess.SubprocessError):
         return True
     return r.returncode != 0
@@ -87,7 +96,8 @@ def on_page_context(context, page, config, nav):
     page.meta["rlhf_meta"] = {
         "last_updated": date or today,
         "last_updated_source": "git" if date else "build",
-        "errata_url": f"https://github.com/{repo}/issues/new?" + urlencode({"title": title, "body": body}, quote_via=quote),
+        "errata_url": f"https://github.com/{repo}/issues/new?"
+        + urlencode({"title": title, "body": body}, quote_via=quote),
         "edit_url": f"https://github.com/{repo}/edit/{branch}/{quote(source)}",
         "source": source,
     }

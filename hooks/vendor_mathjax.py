@@ -23,9 +23,23 @@ def on_files(files, config):
     for pattern in WANTED:
         for path in sorted(ES5.glob(pattern)):
             rel = path.relative_to(ES5).as_posix()
-            files.append(File(rel, src_dir=str(ES5), dest_dir=config["site_dir"],
-                              use_directory_urls=False, dest_uri=f"{DEST}/{rel}"))
+            files.append(
+                File(
+                    rel,
+                    src_dir=str(ES5),
+                    dest_dir=config["site_dir"],
+                    use_directory_urls=False,
+                    dest_uri=f"{DEST}/{rel}",
+                )
+            )
     licence = ES5.parent / "LICENSE"
-    files.append(File("LICENSE", src_dir=str(licence.parent), dest_dir=config["site_dir"],
-                      use_directory_urls=False, dest_uri=f"{DEST}/LICENSE.txt"))
+    files.append(
+        File(
+            "LICENSE",
+            src_dir=str(licence.parent),
+            dest_dir=config["site_dir"],
+            use_directory_urls=False,
+            dest_uri=f"{DEST}/LICENSE.txt",
+        )
+    )
     return files

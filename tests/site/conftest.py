@@ -78,10 +78,14 @@ def lab_url(builds):
 def browser():
     if not have_chromium():
         if os.environ.get("RLHF_TOY_REQUIRE_BROWSER") == "1":
-            pytest.fail("/usr/bin/chromium is missing (apt-get install chromium fonts-noto-cjk) and "
-                        "RLHF_TOY_REQUIRE_BROWSER=1", pytrace=False)
-        pytest.skip("browser tests need Debian's Chromium at /usr/bin/chromium "
-                    "(apt-get install chromium fonts-noto-cjk); set RLHF_TOY_REQUIRE_BROWSER=1 to fail instead")
+            pytest.fail(
+                "/usr/bin/chromium is missing (apt-get install chromium fonts-noto-cjk) and RLHF_TOY_REQUIRE_BROWSER=1",
+                pytrace=False,
+            )
+        pytest.skip(
+            "browser tests need Debian's Chromium at /usr/bin/chromium "
+            "(apt-get install chromium fonts-noto-cjk); set RLHF_TOY_REQUIRE_BROWSER=1 to fail instead"
+        )
     from playwright.sync_api import sync_playwright
 
     pw = sync_playwright().start()

@@ -27,8 +27,13 @@ from urllib.parse import unquote, urldefrag, urlparse
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-    "--disable-sync", "--no-first-run", "--disable-quic",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
 ]
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 
@@ -100,8 +105,15 @@ def page_kind(path: str) -> str:
 # --- static checks -----------------------------------------------------------------------------------
 
 _LOAD_ATTRS = {
-    "script": ["src"], "img": ["src", "srcset"], "iframe": ["src"], "source": ["src", "srcset"],
-    "video": ["src", "poster"], "audio": ["src"], "embed": ["src"], "object": ["data"], "track": ["src"],
+    "script": ["src"],
+    "img": ["src", "srcset"],
+    "iframe": ["src"],
+    "source": ["src", "srcset"],
+    "video": ["src", "poster"],
+    "audio": ["src"],
+    "embed": ["src"],
+    "object": ["data"],
+    "track": ["src"],
     "input": ["src"],
 }
 _LINK_NOT_LOADED = {"canonical", "alternate", "author", "license", "help", "next", "prev", "search", "bookmark"}
@@ -156,7 +168,11 @@ class _Page(HTMLParser):
 
 def _is_external(url: str) -> bool:
     u = urlparse(url)
-    return bool(u.scheme in ("http", "https") or url.startswith("//") or (u.scheme and u.scheme not in ("data", "blob", "mailto", "javascript", "tel")))
+    return bool(
+        u.scheme in ("http", "https")
+        or url.startswith("//")
+        or (u.scheme and u.scheme not in ("data", "blob", "mailto", "javascript", "tel"))
+    )
 
 
 def parse_site(site_dir: Path) -> dict[Path, _Page]:
@@ -194,7 +210,7 @@ def static_problems(site_dir: Path, prefix: str = "/") -> list[str]:
                 if not path.startswith(prefix):
                     problems.append(f"{rel}: link outside the site: {url}")
                     continue
-                target = (site_dir / path[len(prefix):]).resolve()
+                target = (site_dir / path[len(prefix) :]).resolve()
             else:
                 target = (src.parent / path).resolve()
             if target.is_dir():
@@ -338,7 +354,9 @@ def search(page, query: str, timeout: float = 10_000) -> list[dict]:
 
     The result counter is set to a sentinel first: Material rewrites it when the worker's answer for the
     new query is rendered, so a changed counter means the list belongs to this query."""
-    page.evaluate("() => { const m = document.querySelector('.md-search-result__meta'); if (m) m.textContent = '__pending__'; }")
+    page.evaluate(
+        "() => { const m = document.querySelector('.md-search-result__meta'); if (m) m.textContent = '__pending__'; }"
+    )
     box = page.locator("input.md-search__input")
     box.fill(query)
     box.press("End")  # Material's search listens to keyup, not input
@@ -356,7 +374,7 @@ def result_path(href: str, base: str) -> str:
     path = path.split("#")[0]
     base_path = urlparse(base).path
     if path.startswith(base_path):
-        path = path[len(base_path):]
+        path = path[len(base_path) :]
     while path.startswith("../"):
         path = path[3:]
     return path.lstrip("./") if path not in (".", "./") else ""

@@ -67,9 +67,15 @@ def test_every_page(browser, site_url, site_dir, mkdocs_config, shots_dir):
 
 def _palette_pages(site_dir):
     """A chapter with the most formulas and the first notebook page."""
-    chapters = [p for p in page_paths(site_dir) if p.endswith("/") and not p.startswith(("notebooks/", "api/", "glossary/")) and p]
+    chapters = [
+        p
+        for p in page_paths(site_dir)
+        if p.endswith("/") and not p.startswith(("notebooks/", "api/", "glossary/")) and p
+    ]
+
     def n_math(p):
         return (site_dir / p / "index.html").read_text(encoding="utf-8").count('class="arithmatex')
+
     best = max(chapters, key=n_math) if chapters else ""
     nbs = [p for p in page_paths(site_dir) if p.startswith("notebooks/")]
     return [best] + nbs[:1]
@@ -95,7 +101,9 @@ def test_light_and_dark_palettes(browser, site_url, site_dir, shots_dir):
             if info["invisible_glyphs"] or info["hidden_containers"] or info["n_mjx"] != light["n_mjx"]:
                 problems.append(f"{path} {scheme}: math not visible: {info}")
         if light["scheme"] != "default" or dark["scheme"] != "slate" or light["bg"] == dark["bg"]:
-            problems.append(f"{path}: palette did not switch: {light['scheme']}/{light['bg']} -> {dark['scheme']}/{dark['bg']}")
+            problems.append(
+                f"{path}: palette did not switch: {light['scheme']}/{light['bg']} -> {dark['scheme']}/{dark['bg']}"
+            )
         if nb_bg and _lightness(nb_bg) > 0.6:
             problems.append(f"{path}: notebook code cells stay light in the dark palette ({nb_bg})")
     ctx.close()
@@ -117,7 +125,7 @@ def _defining_pages(site_dir) -> dict[str, str]:
             continue
         link = row.find_all("td")[-1].find("a")
         href = link["href"].split("#")[0] if link else ""
-        out[span["id"][len("term-"):]] = result_path(href, "/") if href else "glossary/"
+        out[span["id"][len("term-") :]] = result_path(href, "/") if href else "glossary/"
     return out
 
 

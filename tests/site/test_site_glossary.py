@@ -25,22 +25,28 @@ def test_chapters_use_no_variant_spellings():
 
 
 def test_variant_scanner_on_a_sample():
-    sample = "\n".join([
-        "优势值很大。",  # 1: variant
-        "价值模型不是值模型。",  # 2: 值模型 inside 价值模型 is fine, the second one is not
-        "`优势值` 在代码里可以。",  # 3: inline code: skipped
-        "```python",
-        "x = '参照模型'",  # 5: fenced code: skipped
-        "```",
-        "$\\text{裁剪}$ 在公式里。",  # 7: math: skipped
-        "偏离策略的样本。",  # 8: allowed context of 离策略
-    ])
+    sample = "\n".join(
+        [
+            "优势值很大。",  # 1: variant
+            "价值模型不是值模型。",  # 2: 值模型 inside 价值模型 is fine, the second one is not
+            "`优势值` 在代码里可以。",  # 3: inline code: skipped
+            "```python",
+            "x = '参照模型'",  # 5: fenced code: skipped
+            "```",
+            "$\\text{裁剪}$ 在公式里。",  # 7: math: skipped
+            "偏离策略的样本。",  # 8: allowed context of 离策略
+        ]
+    )
     found = [(h.lineno, h.variant) for h in find_variants(sample, TERMS)]
     assert found == [(1, "优势值"), (2, "值模型")], found
 
 
 def test_every_term_is_in_the_jieba_dictionary():
-    words = {line.split()[0] for line in (ROOT / "docs" / "jieba_userdict.txt").read_text(encoding="utf-8").splitlines() if line.strip()}
+    words = {
+        line.split()[0]
+        for line in (ROOT / "docs" / "jieba_userdict.txt").read_text(encoding="utf-8").splitlines()
+        if line.strip()
+    }
     han = [s for t in TERMS for s in t.spellings if all("\u4e00" <= c <= "\u9fff" for c in s)]  # not “KL 散度”
     missing = [s for s in han if s not in words]
     assert not missing, f"add to docs/jieba_userdict.txt (e.g. '优势函数 20 n'): {missing}"

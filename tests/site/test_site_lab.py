@@ -10,7 +10,9 @@ from sitecheck import PAGE_PROBE, external_request, page_problems, static_proble
 def test_static_checker_catches_broken_anchors_and_offsite_script(builds):
     problems = static_problems(builds["lab"])
     assert any("bad_anchor/index.html: missing anchor: ../good/#no-such-anchor" in p for p in problems), problems
-    assert any("offsite/index.html: loads an off-site resource: https://cdn.example.com/lib.js" in p for p in problems), problems
+    assert any(
+        "offsite/index.html: loads an off-site resource: https://cdn.example.com/lib.js" in p for p in problems
+    ), problems
     # mkdocs-jupyter's default: id="" on all-Chinese headings while its TOC links to #_1, #_2
     assert any(p.startswith("notebooks/lab_raw/index.html: missing anchor: #_1") for p in problems), problems
     # nothing else is wrong, in particular not the hook-fixed notebook with the same Chinese headings
@@ -28,7 +30,10 @@ def test_browser_catches_broken_formula_and_offsite_request(browser, lab_url):
         requests.clear()
         visit(page, lab_url + path)
         info = page.evaluate(PAGE_PROBE)
-        results[path] = (info, page_problems(path, info, [u for u in requests if external_request(u)], "rlhf-toy/rlhf-toy", "main"))
+        results[path] = (
+            info,
+            page_problems(path, info, [u for u in requests if external_request(u)], "rlhf-toy/rlhf-toy", "main"),
+        )
     page.close()
 
     bad_math = results["bad_math/"][1]

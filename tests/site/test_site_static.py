@@ -72,7 +72,7 @@ def test_search_index_has_no_latex_outside_code(site_dir):
         text = re.sub(r"<pre>.*?</pre>|<code>.*?</code>", " ", d["text"], flags=re.S)
         m = _TEX.search(text)
         if m:
-            leaks.append(f"{d['location']}: …{text[max(0, m.start() - 30): m.end() + 30]}…")
+            leaks.append(f"{d['location']}: …{text[max(0, m.start() - 30) : m.end() + 30]}…")
     assert not leaks, "LaTeX in search index:\n" + "\n".join(leaks[:20])
 
 
