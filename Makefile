@@ -22,8 +22,10 @@ $(STAMP): pyproject.toml requirements-lock.txt
 serve: $(STAMP)
 	$(PY) -m mkdocs serve --dev-addr 127.0.0.1:8000
 
+# One intra-op thread: the book's tensors are tiny and threads only fight over the cores (also in
+# notebook kernels and demo subprocesses, which read OMP_NUM_THREADS at start-up).
 test: $(STAMP)
-	MPLBACKEND=Agg $(PY) -m pytest
+	OMP_NUM_THREADS=1 MPLBACKEND=Agg $(PY) -m pytest
 
 build: $(STAMP)
 	$(PY) -m mkdocs build --strict
