@@ -1,0 +1,113 @@
+# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown] tags=["colab-badge"]
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/rlhf-toy/rlhf-toy/blob/main/docs/notebooks/comparison.ipynb)
+
+# %% [markdown]
+# # 第 8 章 notebook：同台对比与奖励过优化
+#
+# 同一个老虎机任务、同一组随机种子、同一份采样预算，训练 REINFORCE、RLOO、PPO、GRPO（及 Dr. GRPO、DAPO 的设置）、DPO 与 IPO；
+# 然后优化一个有系统偏差的奖励模型，看代理奖励与真实奖励怎样分道扬镳。这里用快速模式的预算，CPU 上半分钟以内跑完；
+# 页面上的完整模式结果（5 个种子）由 `scripts/run_experiments.py` 生成。
+
+# %%
+# 在 Colab 里安装 rlhf_toy；本地已经安装时什么也不做。
+import importlib.util
+import os
+import subprocess
+import sys
+
+if importlib.util.find_spec("rlhf_toy") is None:
+    source = os.environ.get("RLHF_TOY_SOURCE", "git+https://github.com/rlhf-toy/rlhf-toy")
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", source], check=True)
+
+# %% [markdown]
+# ## 同台对比（快速模式）
+#
+# `run_comparison` 返回整齐的长表：每行一个（算法，种子，步）。`samples` 是用掉的回答数：在线算法是累计采样并打分的回答，
+# 离线算法（DPO、IPO）是为构造偏好对而从参考模型采样的回答（含被丢掉的平局）。
+
+# %%
+from rlhf_toy.experiments.compare import OFFLINE, Budget, run_comparison, run_offline_sweep, summarize
+
+budget = Budget()
+rows = run_comparison(seeds=[0, 1], budget=budget)
+sweep = run_offline_sweep(OFFLINE, seeds=[0, 1], sizes=[80, 160, 320, 640], budget=budget)
+for s in summarize(rows, target=0.8):
+    print(f"{s['algorithm']:>9}  samples {s['samples']:5d}  success {s['success_mean']:.3f}  KL {s['kl_mean']:.2f}")
+
+# %% [markdown]
+# 真实奖励与 KL 随用掉的回答数的变化（两个种子的平均）。离线算法的每个点是一个数据集大小上的一次完整训练。
+
+# %%
+import matplotlib.pyplot as plt
+
+
+def mean_curve(rs, key):
+    steps = sorted({r["samples"] for r in rs})
+    return steps, [sum(r[key] for r in rs if r["samples"] == s) / sum(r["samples"] == s for r in rs) for s in steps]
+
+
+fig, axes = plt.subplots(1, 2, figsize=(10, 3.5))
+for name in dict.fromkeys(r["algorithm"] for r in rows):
+    source = sweep if name in OFFLINE else rows
+    rs = [r for r in source if r["algorithm"] == name]
+    for ax, key in zip(axes, ("success_prob", "kl_to_ref")):
+        x, y = mean_curve(rs, key)
+        ax.plot(x, y, "o--" if name in OFFLINE else "-", ms=3, label=name)
+axes[0].set(xlabel="samples (completions used)", ylabel="true reward P(correct)")
+axes[1].set(xlabel="samples (completions used)", ylabel="KL(pi || pi_ref), nat")
+axes[0].legend(fontsize=7, ncol=2)
+plt.tight_layout()
+plt.show()
+
+# %% [markdown]
+# ## 奖励过优化
+#
+# 奖励模型来自一个略偏爱“诱饵”错误回答的标注员；参考模型是一个“SFT 之后”的策略。
+# 先看 KL 正则化目标的精确最优解 $\pi^*_\beta \propto \pi_{ref}\exp(\hat r/\beta)$：$\beta$ 越小，KL 越大，代理奖励越高，
+# 真实奖励却先升后降。再用 PPO 真的去优化它，一次不加 KL，一次 `kl_coef=1`。
+
+# %%
+from rlhf_toy.experiments.overoptimisation import early_stop, make_setup, optimum_curve, peak, run_overoptimisation
+
+optimum = optimum_curve(make_setup(0), [10, 5, 3, 2, 1.5, 1, 0.7, 0.5, 0.3, 0.2, 0.1, 0.05, 0.02])
+runs = {beta: run_overoptimisation("ppo", beta=beta, seed=0, steps=25) for beta in (0.0, 1.0)}
+no_kl = runs[0.0]
+print(f"kl_coef=0: peak true reward {peak(no_kl)['success_prob']:.3f}, final {no_kl[-1]['success_prob']:.3f}")
+print(f"early stop at KL 0.4: {early_stop(no_kl, 0.4)['success_prob']:.3f}")
+print(f"kl_coef=1: final {runs[1.0][-1]['success_prob']:.3f}")
+
+# %%
+fig, axes = plt.subplots(1, 2, figsize=(10, 3.5), sharex=True)
+for ax, key, label in zip(axes, ("proxy_reward", "success_prob"), ("proxy reward (RM score)", "true reward P(correct)")):
+    ax.plot([p["kl_to_ref"] for p in optimum], [p[key] for p in optimum], "k--", label="exact optimum")
+    for beta, history in runs.items():
+        ax.plot([h["kl_to_ref"] for h in history], [h[key] for h in history], ".-", label=f"PPO kl_coef={beta}")
+    ax.set(xlabel="KL(pi || pi_ref), nat", ylabel=label)
+axes[0].legend(fontsize=8)
+plt.tight_layout()
+plt.show()
+
+# %% [markdown]
+# ## 坏配置
+#
+# 每种常见故障一个可复现的配置。注意 `swapped_pairs`：DPO 自己的 `rewards/margins` 照样变大，只有真实奖励揭穿它。
+
+# %%
+from rlhf_toy.experiments.health import BROKEN, run_broken
+
+fig, ax = plt.subplots(figsize=(6, 3.5))
+for name in BROKEN:
+    history = run_broken(name, seed=0)
+    ax.plot([h["step"] for h in history], [h["success_prob"] for h in history], label=name)
+ax.set(xlabel="step", ylabel="true reward P(correct)")
+ax.legend(fontsize=8)
+plt.tight_layout()
+plt.show()
