@@ -1,4 +1,4 @@
-"""命令行入口：`python -m rlhf_toy {seed,grpo,dpo} [--quick] [--seed N]`。
+"""命令行入口：`python -m rlhf_toy DEMO [--quick] [--seed N]`；第 9 章另有 `python -m rlhf_toy tiny-lm {sft,grpo,dpo,ppo}`。
 
 环境变量 `DQN_QUICK=1` 与 `--quick` 等价（种子 notebook 的约定）。
 """
@@ -11,12 +11,15 @@ import sys
 
 from rlhf_toy import demos
 
+PHASES = ("sft", "grpo", "dpo", "ppo")  # `tiny-lm` 的阶段（第 9 章）
+
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m rlhf_toy", description="rlhf-toy 各章演示（CPU，固定随机种子）")
     p.add_argument("demo", choices=sorted(demos.DEMOS), help="要运行的演示")
     p.add_argument("--quick", action="store_true", help="只跑很短的版本（也可设环境变量 DQN_QUICK=1）")
     p.add_argument("--seed", type=int, default=0, help="随机种子（默认 0）")
+    p.add_argument("phase", nargs="?", choices=PHASES, help="只用于 tiny-lm：sft、grpo（默认）、dpo 或 ppo")
     return p
 
 
@@ -31,7 +34,10 @@ def main(argv: list[str] | None = None) -> int:
     """
     args = _parser().parse_args(argv)
     quick = args.quick or os.environ.get("DQN_QUICK", "") not in ("", "0")
-    demos.DEMOS[args.demo](seed=args.seed, quick=quick)
+    if args.phase is not None and args.demo != "tiny-lm":
+        _parser().error(f"阶段 {args.phase!r} 只用于 tiny-lm")
+    extra = {} if args.phase is None else {"phase": args.phase}
+    demos.DEMOS[args.demo](seed=args.seed, quick=quick, **extra)
     return 0
 
 

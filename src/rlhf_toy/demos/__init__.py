@@ -8,3 +8,8 @@ DEMOS.update({"reinforce": run_reinforce, "rloo": run_rloo, "reward-model": run_
 
 __all__ = ["DEMOS", "run_dpo", "run_grpo", "run_seed"]
 __all__ += ["run_ppo", "run_reinforce", "run_reward_model", "run_rloo"]
+
+from rlhf_toy.demos.tiny_lm import run_tiny_lm  # noqa: E402 - 第 9 章，追加在各章之后
+
+DEMOS["tiny-lm"] = run_tiny_lm
+__all__ += ["run_tiny_lm"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -37,7 +38,7 @@ def single_thread() -> Iterator[None]:
 
 # --8<-- [start:configs]
 def sft_config(quick: bool = False) -> SFTConfig:
-    """SFT 热启动的配置：完整版 300 步 × 128 题，快速版 200 步 × 64 题。
+    """SFT 热启动的配置：完整版最多 800 步 × 128 题（达到目标正确率就停，见 `warm_start`），快速版固定 200 步 × 64 题。
 
     Args:
         quick: 是否只跑短版本。
@@ -45,10 +46,10 @@ def sft_config(quick: bool = False) -> SFTConfig:
     Returns:
         配置。
     """
-    return SFTConfig(learning_rate=5e-3, steps=200 if quick else 300, batch_size=64 if quick else 128)
+    return SFTConfig(learning_rate=5e-3, steps=200 if quick else 800, batch_size=64 if quick else 128)
 
 
-def grpo_config(quick: bool = False, **overrides) -> GRPOConfig:
+def grpo_config(quick: bool = False, **overrides: Any) -> GRPOConfig:
     """极小 Transformer 的 GRPO 配置（每步 32 个提示词 × G = 8）：TRL 现在的默认 `beta=0`、`loss_type="dapo"`，
     加上 DAPO 的 clip-higher（`epsilon_high=0.28`）。
 
@@ -75,12 +76,20 @@ def grpo_config(quick: bool = False, **overrides) -> GRPOConfig:
 
 
 # --8<-- [start:warm_start]
-def warm_start(seed: int = 0, quick: bool = False, **task_kwargs) -> tuple[AdditionTask, TinyTransformerPolicy]:
+def warm_start(
+    seed: int = 0, quick: bool = False, target_accuracy: float = 0.5, check_every: int = 50, **task_kwargs: Any
+) -> tuple[AdditionTask, TinyTransformerPolicy]:
     """建任务与模型，并做一段短的 SFT：让模型学会格式、答对一部分题，给强化学习留出提升空间。
+
+    学会进位的时刻因种子而异（损失先停在平台上，然后突然下降），固定步数的热启动有时答对六成、有时不到两成。
+    所以完整版每 `check_every` 步在 200 道**训练**题上看一次贪心正确率，达到 `target_accuracy` 就停
+    （留出集不参与这个决定）。快速版固定步数。
 
     Args:
         seed: 随机种子（模型初始化、任务的题目划分与抽样都由它决定）。
         quick: 是否只跑短版本。
+        target_accuracy: 完整版的停止条件（训练题上的贪心正确率）。
+        check_every: 完整版每隔几步检查一次。
         **task_kwargs: 传给 `AdditionTask`，例如 `scratch=4`、`max_completion_length=12`。
 
     Returns:
@@ -89,7 +98,18 @@ def warm_start(seed: int = 0, quick: bool = False, **task_kwargs) -> tuple[Addit
     torch.manual_seed(seed)
     task = AdditionTask(seed=seed, **task_kwargs)
     policy = task.make_policy()
-    train_sft(policy, task, sft_config(quick))
+    config = sft_config(quick)
+    if quick:
+        train_sft(policy, task, config)
+        return task, policy
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
+    chunk = SFTConfig(**{**config.__dict__, "steps": check_every})
+    probe = task.encode_prompts(task.train[:200])
+    for _ in range(0, config.steps, check_every):
+        train_sft(policy, task, chunk, optimizer=optimizer)
+        completions, _, _ = policy.generate(probe, greedy=True)
+        if task.reward(probe, completions).mean().item() >= target_accuracy:
+            break
     return task, policy
 
 
@@ -125,7 +145,7 @@ def run_sft(seed: int = 0, quick: bool = False) -> list[dict]:
 
 
 # --8<-- [start:run_grpo]
-def run_grpo(seed: int = 0, quick: bool = False, **overrides) -> list[dict]:
+def run_grpo(seed: int = 0, quick: bool = False, **overrides: Any) -> list[dict]:
     """SFT 热启动后跑 GRPO，打印留出集正确率、回答长度、到参考模型的 KL 与熵。
 
     Args:
@@ -173,8 +193,8 @@ def preference_pairs_from_samples(
         num_generations: 每个提示词采样几个回答。
 
     Returns:
-        `((prompts, chosen, rejected), (chosen_mask, rejected_mask))`，可直接传给 `train_dpo(..., masks=...)`；
-        行数是造出的偏好对数。
+        `((prompts, chosen, rejected), (chosen_mask, rejected_mask))`，行数是造出的偏好对数。
+        `policy.logps` 在 EOS 之后为 0，所以第一项可以直接传给 `train_dpo`（它对 `(B, T)` 求和）；掩码供检查与统计。
     """
     idx = torch.randint(len(task.train), (n_prompts,), generator=task.generator)
     prompts = task.encode_prompts(task.train[idx])
@@ -205,15 +225,18 @@ def run_dpo(seed: int = 0, quick: bool = False) -> list[dict]:
     with single_thread():
         task, policy = warm_start(seed, quick)
         ref = policy.frozen_copy()
-        pairs, masks = preference_pairs_from_samples(policy, task, n_prompts=128 if quick else 512)
+        pairs, _ = preference_pairs_from_samples(policy, task, n_prompts=128 if quick else 512)
         config = DPOConfig(beta=0.1, learning_rate=5e-4, steps=20 if quick else 100)
         print(f"DPO：{len(pairs[0])} 个偏好对（模型自己的样本：答对 ≻ 答错），beta={config.beta}")
         print(f"SFT 之后  {_fmt(task.evaluate(policy, ref))}")
 
-        def evaluate(p):
-            return task.evaluate(p, ref)
+        calls = []
 
-        history = train_dpo(policy, pairs, config, ref_policy=ref, evaluate=evaluate, masks=masks, eval_every=10)
+        def evaluate(p):  # train_dpo 每步都调用；只在每 10 步真正评估
+            calls.append(1)
+            return task.evaluate(p, ref) if len(calls) % 10 == 0 else {}
+
+        history = train_dpo(policy, pairs, config, ref_policy=ref, evaluate=evaluate)
         for h in history:
             if "accuracy" in h:
                 print(f"step {h['step']:4d}  loss {h['loss']:.3f}  margin {h['rewards/margins']:.3f}  {_fmt(h)}")
@@ -293,6 +316,56 @@ def length_stats(policy: TinyTransformerPolicy, task: AdditionTask, num_generati
 
 
 # --8<-- [end:length_stats]
+
+
+# --8<-- [start:length_lesson]
+def length_lesson(
+    seed: int = 0,
+    quick: bool = False,
+    loss_types: tuple[str, ...] = ("grpo", "dr_grpo", "dapo"),
+    steps: int | None = None,
+    every: int = 10,
+    scratch: int = 4,
+    max_completion_length: int = 12,
+) -> dict[str, list[dict]]:
+    """长度一课：同一个热启动模型、同样的随机数，只换 `loss_type`，看答错的回答长度怎样变化。
+
+    任务带草稿区（回答可以先写 `scratch` 个以内的 `.` 再写答案），最大长度放宽到 `max_completion_length`，
+    回答的长度因此有变化的余地。
+
+    Args:
+        seed: 随机种子（热启动与每个 `loss_type` 的 GRPO 都用它）。
+        quick: 是否只跑短版本（SFT 短、GRPO 默认 30 步）。
+        loss_types: 要比较的汇总方式。
+        steps: GRPO 步数；`None` 表示快速版 30、完整版 150。
+        every: 每隔几步统计一次 `length_stats`。
+        scratch: 草稿区最多几个 `.`。
+        max_completion_length: 回答的最大长度 $L$（`dr_grpo` 的分母也是它）。
+
+    Returns:
+        `{loss_type: [每次统计的 {"step", **length_stats, "accuracy"}]}`，第 0 项是 GRPO 之前。
+    """
+    import copy
+
+    steps = (30 if quick else 150) if steps is None else steps
+    with single_thread():
+        task, start = warm_start(seed, quick, scratch=scratch, max_completion_length=max_completion_length)
+        runs = {}
+        for loss_type in loss_types:
+            policy, run_task = copy.deepcopy(start), copy.deepcopy(task)
+            torch.manual_seed(seed)
+            ref = policy.frozen_copy()
+            config = grpo_config(quick, loss_type=loss_type, steps=every, max_completion_length=max_completion_length)
+            optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate)
+            rows = [{"step": 0, **length_stats(policy, run_task), **run_task.evaluate(policy)}]
+            for done in range(every, steps + 1, every):
+                train_grpo(policy, run_task, config, ref_policy=ref, optimizer=optimizer)
+                rows.append({"step": done, **length_stats(policy, run_task), **run_task.evaluate(policy)})
+            runs[loss_type] = rows
+    return runs
+
+
+# --8<-- [end:length_lesson]
 
 
 class TinyValueModel(nn.Module):

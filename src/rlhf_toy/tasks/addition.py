@@ -12,6 +12,8 @@ r"""可验证的序列任务：两位数加法 `"23+58="` → `"81"`，由包自
 # --8<-- [start:imports]
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import Tensor
 
@@ -132,7 +134,7 @@ class AdditionTask:
 
     # --8<-- [end:addition_task]
 
-    def make_policy(self, **kwargs) -> TinyTransformerPolicy:
+    def make_policy(self, **kwargs: Any) -> TinyTransformerPolicy:
         """按本任务的词表与长度建一个 `TinyTransformerPolicy`（其余参数原样传入）。
 
         Args:

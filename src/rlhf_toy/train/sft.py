@@ -9,10 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
 from rlhf_toy.losses.aggregate import masked_mean
+
+if TYPE_CHECKING:
+    from rlhf_toy.tasks.addition import AdditionTask
 
 # --8<-- [end:imports]
 
@@ -37,10 +41,11 @@ class SFTConfig:
 # --8<-- [start:train_sft]
 def train_sft(
     policy: torch.nn.Module,
-    task,  # noqa: ANN001 - 有 sft_batch(batch_size) 的任务
+    task: AdditionTask,
     config: SFTConfig,
     evaluate: Callable | None = None,
     eval_every: int = 0,
+    optimizer: torch.optim.Optimizer | None = None,
 ) -> list[dict[str, float]]:
     """用监督数据（正确答案）训练 `policy`，返回指标历史。
 
@@ -50,11 +55,13 @@ def train_sft(
         config: 超参数。
         evaluate: 可选，`evaluate(policy) -> dict`，每 `eval_every` 步及最后一步调用。
         eval_every: 评估间隔；0 表示只在最后一步评估。
+        optimizer: 可选，沿用已有的优化器（分段调用时保留 AdamW 的状态）；`None` 时新建 AdamW。
 
     Returns:
         每步一项 `{"step", "loss"}`，评估步另含 `evaluate` 返回的键。
     """
-    optimizer = torch.optim.AdamW(policy.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
+    if optimizer is None:
+        optimizer = torch.optim.AdamW(policy.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
     history = []
     for step in range(1, config.steps + 1):
         prompts, completions, mask = task.sft_batch(config.batch_size)

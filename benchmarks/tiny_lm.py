@@ -1,0 +1,101 @@
+"""第 9 章的计时：从 SFT 热启动的极小 Transformer 出发，GRPO 在 10 / 30 / 60 秒时的留出集正确率。
+
+    python benchmarks/tiny_lm.py                 # 3 个种子，完整版（每个种子：SFT + 60 秒 GRPO）
+    python benchmarks/tiny_lm.py --seeds 0 --quick-only
+
+只计 GRPO 阶段的墙钟时间（不含评估）；同时记录 SFT 用时、快速版（30 步）用时、进程的峰值内存，以及每次计时时
+`os.getloadavg()` 的负载——机器被别的进程占用时，计时会被拉长，请把负载和时间一起读。结果也写到
+`benchmarks/results/tiny_lm.json`（不进仓库也可以）。
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+from rlhf_toy.demos.tiny_lm import grpo_config, grpo_for_seconds, single_thread, warm_start
+from rlhf_toy.train.grpo import train_grpo
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load() -> str:
+    return "/".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KB
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--marks", type=float, nargs="+", default=[10.0, 30.0, 60.0])
+    ap.add_argument("--quick-only", action="store_true", help="只测快速版")
+    ap.add_argument("--lr", type=float, default=None, help="覆盖 GRPO 学习率")
+    args = ap.parse_args()
+    overrides = {} if args.lr is None else {"learning_rate": args.lr}
+    results = []
+    with single_thread():
+        for seed in args.seeds:
+            row = {"seed": seed}
+            # 快速版：quick SFT + 30 步 GRPO（CI 与页面用的设置）
+            t0, l0 = time.perf_counter(), load()
+            task, policy = warm_start(seed, quick=True)
+            row["quick_sft_s"], row["quick_sft_load"] = time.perf_counter() - t0, l0
+            acc0 = task.evaluate(policy)["accuracy"]
+            config = grpo_config(quick=True, max_completion_length=task.max_completion_length, **overrides)
+            t0, l0 = time.perf_counter(), load()
+            train_grpo(policy, task, config)
+            row["quick_grpo_s"], row["quick_grpo_load"] = time.perf_counter() - t0, l0
+            row["quick_accuracy"] = (acc0, task.evaluate(policy)["accuracy"])
+            print(
+                f"seed {seed} quick: SFT {row['quick_sft_s']:.1f} s (load {row['quick_sft_load']}), "
+                f"GRPO {config.steps} steps {row['quick_grpo_s']:.1f} s (load {row['quick_grpo_load']}), "
+                f"accuracy {acc0:.3f} -> {row['quick_accuracy'][1]:.3f}",
+                flush=True,
+            )
+            if not args.quick_only:
+                t0, l0 = time.perf_counter(), load()
+                task, policy = warm_start(seed, quick=False)
+                row["sft_s"], row["sft_load"] = time.perf_counter() - t0, l0
+                config = grpo_config(max_completion_length=task.max_completion_length, **overrides)
+                row["grpo"] = grpo_for_seconds(policy, task, config, marks=tuple(args.marks))
+                row["grpo_load_end"] = load()
+                marks = "  ".join(
+                    f"{m['seconds']:.0f}s/step {m['step']}: acc {m['accuracy']:.3f} kl {m['kl']:.3f} "
+                    f"ent {m['entropy']:.3f} len {m['completion_length']:.2f}"
+                    for m in row["grpo"]
+                )
+                print(
+                    f"seed {seed} full: SFT {row['sft_s']:.1f} s (load {row['sft_load']}); GRPO {marks} "
+                    f"(load at end {row['grpo_load_end']})",
+                    flush=True,
+                )
+            row["peak_mb"] = peak_mb()
+            results.append(row)
+    if not args.quick_only:
+        for i, mark in enumerate([0.0, *args.marks]):
+            accs = [r["grpo"][i]["accuracy"] for r in results]
+            print(
+                f"t = {mark:4.0f} s: accuracy mean {statistics.fmean(accs):.3f}  "
+                f"min {min(accs):.3f}  max {max(accs):.3f}  ({len(accs)} seeds)"
+            )
+    print(
+        f"peak RSS {peak_mb():.0f} MB; torch {torch.__version__}, {torch.get_num_threads()} thread(s) outside the runs"
+    )
+    out = ROOT / "benchmarks" / "results" / "tiny_lm.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,199 @@
+# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown] tags=["colab-badge"]
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/rlhf-toy/rlhf-toy/blob/main/docs/notebooks/tiny_lm.ipynb)
+
+# %% [markdown]
+# # 第 9 章：极小 Transformer 上的 token 级 RLHF
+#
+# 两位数加法 `23+58=` → `81`，答对得 1 分。一个两层、隐藏维度 48 的因果 Transformer 先做一小段 SFT 热启动，
+# 再用 GRPO 按墙钟时间训练，看留出集正确率上升；然后和“把时间花在继续 SFT 上”对比，做长度一课，最后各跑一小段 DPO 与 PPO。
+# 全部在 CPU 上运行（Colab 的 CPU 也可以），总共几分钟以内。
+
+# %%
+# 在 Colab 里安装 rlhf_toy；本地已经安装时什么也不做。
+import importlib.util
+import os
+import subprocess
+import sys
+
+if importlib.util.find_spec("rlhf_toy") is None:
+    source = os.environ.get("RLHF_TOY_SOURCE", "git+https://github.com/rlhf-toy/rlhf-toy")
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", source], check=True)
+
+# %% [markdown]
+# 这些矩阵都很小，PyTorch 在单线程下反而最快（多线程的同步开销比计算还大），结果也不随机器核数变化。
+# `GRPO_SECONDS` 是 GRPO 的墙钟预算；想看完整的一分钟，把它改成 60。
+
+# %%
+import copy
+import time
+
+import matplotlib.pyplot as plt
+import torch
+
+from rlhf_toy.demos.tiny_lm import (
+    TinyValueModel,
+    grpo_config,
+    grpo_for_seconds,
+    length_lesson,
+    preference_pairs_from_samples,
+    warm_start,
+)
+from rlhf_toy.tasks.addition import decode
+from rlhf_toy.train.dpo import DPOConfig, train_dpo
+from rlhf_toy.train.ppo import PPOConfig, train_ppo
+from rlhf_toy.train.sft import SFTConfig, train_sft
+
+torch.set_num_threads(1)
+GRPO_SECONDS = 30
+
+# %% [markdown]
+# ## SFT 热启动
+#
+# 每步 128 道题的监督微调，每 50 步在 200 道训练题上看一次正确率，到 50% 就停：模型学会格式（数字加 EOS）、
+# 答对一部分题，留出提升的空间。
+
+# %%
+t0 = time.perf_counter()
+task, policy = warm_start(seed=0)
+start = copy.deepcopy(policy)
+print(f"SFT warm start: {time.perf_counter() - t0:.1f} s")
+print("held-out after SFT:", {k: round(v, 3) for k, v in task.evaluate(policy).items()})
+completions, _, _ = policy.generate(task.heldout_prompts()[:6], greedy=True)
+for p, c in zip(task.heldout_prompts()[:6], completions, strict=True):
+    print(f"{decode(p):>8} {decode(c):>4}   (answer {task.answers(p[None])[0]})")
+
+# %% [markdown]
+# ## GRPO：按墙钟时间训练
+#
+# 每步 32 个提示词 × 8 个回答，`loss_type="dapo"`，`beta=0`。只计训练时间，评估（留出集 500 题的贪心解码，
+# 再按温度采样一遍估计 KL 与熵）不计时。
+
+# %%
+config = grpo_config(max_completion_length=task.max_completion_length)
+marks = tuple(m for m in (2.5, 5, 10, 20, 30, 45, 60) if m <= GRPO_SECONDS)
+curve = grpo_for_seconds(policy, task, config, marks=marks)
+for row in curve:
+    print(
+        f"{row['seconds']:5.1f} s  step {row['step']:4d}  accuracy {row['accuracy']:.3f}  "
+        f"kl {row['kl']:.3f}  entropy {row['entropy']:.3f}  length {row['completion_length']:.2f}"
+    )
+
+# %% [markdown]
+# ## 对照：同样的时间花在继续 SFT 上
+#
+# 这个任务每道题都有标准答案。从同一个热启动出发、继续 SFT 10 秒，正确率涨得比 GRPO 快：
+# SFT 每一步都告诉模型每个 token 的正确答案，GRPO 只知道整条回答对不对。强化学习的用处在只有验证器、没有标准答案的时候。
+
+# %%
+sft_policy = copy.deepcopy(start)
+sft_task = copy.deepcopy(task)
+more = SFTConfig(learning_rate=5e-3, steps=10, batch_size=128)
+optimizer = torch.optim.AdamW(sft_policy.parameters(), lr=more.learning_rate)
+sft_curve, elapsed = [(0.0, sft_task.evaluate(sft_policy)["accuracy"])], 0.0
+while elapsed < 10:
+    t0 = time.perf_counter()
+    train_sft(sft_policy, sft_task, more, optimizer=optimizer)
+    elapsed += time.perf_counter() - t0
+    sft_curve.append((elapsed, sft_task.evaluate(sft_policy)["accuracy"]))
+grpo_at_10 = next(r["accuracy"] for r in curve if r["seconds"] >= 10)
+print(f"after about 10 s of training: continued SFT {sft_curve[-1][1]:.3f}, GRPO {grpo_at_10:.3f}")
+
+# %%
+fig, axes = plt.subplots(1, 3, figsize=(13, 3.4))
+axes[0].plot([r["seconds"] for r in curve], [r["accuracy"] for r in curve], "o-", label="GRPO")
+axes[0].plot(*zip(*sft_curve, strict=True), "s--", label="continued SFT")
+axes[0].set(xlabel="wall-clock seconds (training only)", ylabel="held-out greedy accuracy", title="accuracy")
+axes[0].legend()
+axes[1].plot([r["seconds"] for r in curve], [r["kl"] for r in curve], "o-")
+axes[1].set(xlabel="seconds", ylabel="k3 KL to the SFT model (per token)", title="KL to reference")
+axes[2].plot([r["seconds"] for r in curve], [r["entropy"] for r in curve], "o-")
+axes[2].set(xlabel="seconds", ylabel="mean token entropy (nat)", title="entropy")
+plt.tight_layout()
+plt.show()
+
+# %% [markdown]
+# ## 长度一课
+#
+# 带草稿区的任务：回答可以先写 0 到 4 个 `.` 再写答案，最大长度 12。同一个热启动模型、同样的随机数，
+# 只换 `loss_type`：`grpo` 按回答平均（长的错误回答每个 token 受罚更轻），`dr_grpo` 除以常数 $BL$，`dapo` 按 token 平均。
+
+# %%
+runs = length_lesson(seed=0, steps=100, every=20)
+print("mean length (tokens, incl. EOS) of sampled wrong / correct answers on held-out prompts")
+for loss_type, rows in runs.items():
+    print(f"{loss_type:>7}: " + "  ".join(f"{r['length_wrong']:.2f}/{r['length_correct']:.2f}" for r in rows))
+print("steps:   " + "  ".join(f"{r['step']:>9d}" for r in runs["grpo"]))
+
+# %% [markdown]
+# 怎样读这些数：`dr_grpo` 与 `dapo` 给每个 token 的权重都与回答长度无关，两者只差每步一个常数因子，
+# 而 Adam 对梯度的整体缩放几乎不敏感——它们本应走出几乎一样的曲线。两者之间的差别因此就是这个设置下
+# “同样的算法、不同的浮点舍入与样本”带来的波动大小。`grpo` 与它们的差别只有明显超过这个波动，才能算长度偏差的证据。
+# 在这个小任务、这么短的训练里，它通常没有超过：按回答平均的长度偏差是真实的（权重由练习 2 精确验证），
+# 但要让它改变回答长度，需要错误回答本来就更长（例如写不完被截断）、并且训练得足够久——这正是 Dr. GRPO 论文里
+# 长推理训练的情形。把 `steps` 调大、多跑几个种子，可以自己检验。
+
+# %%
+fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
+for loss_type, rows in runs.items():
+    steps = [r["step"] for r in rows]
+    axes[0].plot(steps, [r["length_wrong"] for r in rows], "o-", label=loss_type)
+    axes[1].plot(steps, [r["accuracy_sampled"] for r in rows], "o-", label=loss_type)
+axes[0].set(xlabel="GRPO step", ylabel="mean length of wrong answers (tokens)", title="wrong-answer length")
+axes[1].set(xlabel="GRPO step", ylabel="sampled accuracy", title="accuracy")
+axes[0].legend()
+plt.tight_layout()
+plt.show()
+
+# %% [markdown]
+# ## DPO：模型自己的样本造偏好对
+#
+# 每个提示词采 8 个回答，答对的 ≻ 答错的；组内全对或全错的提示词被跳过。
+# `policy.logps` 在 EOS 之后为 0，所以 `train_dpo` 对 `(B, T)` 直接求和就是整条回答的对数概率，不需要另传掩码。
+# 两组超参数：学习率 5e-4、`beta=0.1`，以及学习率 1e-4、`beta=0.5`。
+
+# %%
+pairs, masks = preference_pairs_from_samples(copy.deepcopy(start), copy.deepcopy(task), n_prompts=256)
+print(f"{len(pairs[0])} preference pairs from 256 prompts; before DPO: accuracy {task.evaluate(start)['accuracy']:.3f}")
+for lr, beta in ((5e-4, 0.1), (1e-4, 0.5)):
+    dpo_policy = copy.deepcopy(start)
+    ref = dpo_policy.frozen_copy()
+    history = train_dpo(dpo_policy, pairs, DPOConfig(beta=beta, learning_rate=lr, steps=40), ref_policy=ref)
+    last = history[-1]
+    print(
+        f"lr {lr:g}, beta {beta}: pair accuracy {last['rewards/accuracies']:.3f}  "
+        f"rewards/chosen {last['rewards/chosen']:+.3f}  rewards/rejected {last['rewards/rejected']:+.3f}  "
+        f"held-out accuracy {task.evaluate(dpo_policy)['accuracy']:.3f}"
+    )
+
+# %% [markdown]
+# 偏好对分得越来越开（`rewards/accuracies` 上升），留出集正确率却**下降**了。看 `rewards/chosen`：
+# 它是 $\beta$ 倍的 $\log\pi_\theta(y_w) - \log\pi_{\text{ref}}(y_w)$，变成了负数——被选回答的概率也在下降，
+# 只是被拒回答降得更快。DPO 的损失只看两者之差，不管概率质量流向哪里；在这里它流向了两者都不是的其他回答，
+# 其中大多是错的。这就是文献里的“似然位移”（likelihood displacement）。常见的补救是在 DPO 损失上加一项
+# 被选回答的负对数似然（RPO，TRL 里是 `loss_type=["sigmoid", "sft"]`），或者换成在线方法——下面的 PPO 和上面的 GRPO。
+
+# %% [markdown]
+# ## PPO：加一个价值模型
+#
+# 第 4 章的 `train_ppo` 原样使用：价值模型是一个同样大小的 Transformer 躯干加标量输出头，用 SFT 之后的策略初始化；
+# 奖励里每个 token 扣 $\beta$ 倍 KL，分数加在最后一个真实 token（EOS）上，GAE 给出逐 token 的优势。
+
+# %%
+ppo_policy, ppo_task = copy.deepcopy(start), copy.deepcopy(task)
+ref = ppo_policy.frozen_copy()
+value_model = TinyValueModel(ppo_policy)
+ppo_config = PPOConfig(
+    num_generations=8, kl_coef=0.01, learning_rate=3e-4, num_ppo_epochs=1, num_mini_batches=1, steps=40
+)
+history = train_ppo(ppo_policy, value_model, ppo_task, ppo_config, ref_policy=ref)
+print(f"before PPO: accuracy {ppo_task.evaluate(start)['accuracy']:.3f}")
+print(f"after {ppo_config.steps} PPO steps:", {k: round(v, 3) for k, v in ppo_task.evaluate(ppo_policy, ref).items()})
+print(f"explained variance of the value model, last step: {history[-1]['val/explained_variance']:.3f}")
