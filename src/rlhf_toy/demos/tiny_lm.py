@@ -226,7 +226,7 @@ def run_dpo(seed: int = 0, quick: bool = False) -> list[dict]:
         task, policy = warm_start(seed, quick)
         ref = policy.frozen_copy()
         pairs, _ = preference_pairs_from_samples(policy, task, n_prompts=128 if quick else 512)
-        config = DPOConfig(beta=0.1, learning_rate=5e-4, steps=20 if quick else 100)
+        config = DPOConfig(beta=0.5, learning_rate=1e-4, steps=20 if quick else 100)
         print(f"DPO：{len(pairs[0])} 个偏好对（模型自己的样本：答对 ≻ 答错），beta={config.beta}")
         print(f"SFT 之后  {_fmt(task.evaluate(policy, ref))}")
 
@@ -240,6 +240,7 @@ def run_dpo(seed: int = 0, quick: bool = False) -> list[dict]:
         for h in history:
             if "accuracy" in h:
                 print(f"step {h['step']:4d}  loss {h['loss']:.3f}  margin {h['rewards/margins']:.3f}  {_fmt(h)}")
+        print("偏好对上的 margin 变大不等于生成变好：留出集正确率可能下降（似然位移，见第 9 章“常见错误”）。")
     return history
 
 
