@@ -9,9 +9,11 @@ tests execute exactly the code a reader sees on the page.
 from __future__ import annotations
 
 import io
+import os
 from pathlib import Path
 
 import markdown
+import pytest
 import pytest_codeblocks.plugin as codeblocks_plugin
 import torch
 from pytest_codeblocks.main import extract_from_buffer
@@ -40,3 +42,27 @@ def _extract_expanded(f, encoding="utf-8", *args, **kwargs):
 
 
 codeblocks_plugin.extract_from_file = _extract_expanded
+
+
+def pytest_runtest_setup(item):
+    """Committed notebooks show the full run; CI re-executes them in their short version.
+
+    nbmake starts a fresh kernel per notebook, which inherits this process's environment, so
+    DQN_QUICK=1 (the seed notebook's switch) is set for notebook items only. A notebook reads it
+    as `QUICK = os.environ.get("DQN_QUICK", "") not in ("", "0")`.
+    """
+    if item.path.suffix == ".ipynb":
+        item.stash[_QUICK_BEFORE] = os.environ.get("DQN_QUICK")
+        os.environ["DQN_QUICK"] = "1"
+
+
+def pytest_runtest_teardown(item):
+    if item.path.suffix == ".ipynb":
+        before = item.stash.get(_QUICK_BEFORE, None)
+        if before is None:
+            os.environ.pop("DQN_QUICK", None)
+        else:
+            os.environ["DQN_QUICK"] = before
+
+
+_QUICK_BEFORE = pytest.StashKey[str | None]()
