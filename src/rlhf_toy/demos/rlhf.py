@@ -7,15 +7,14 @@
 # --8<-- [start:imports]
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
-
 import torch
 from torch import Tensor
 
+from rlhf_toy._threads import single_thread
 from rlhf_toy.gradient_stats import policy_gradient_stats
 from rlhf_toy.models import TableRewardModel, TableValueModel
 from rlhf_toy.policies import TablePolicy
+from rlhf_toy.policies.table import exact_kl
 from rlhf_toy.tasks import BanditTask
 from rlhf_toy.train.ppo import PPOConfig, train_ppo
 from rlhf_toy.train.reinforce import ReinforceConfig, RLOOConfig, train_reinforce, train_rloo
@@ -26,36 +25,7 @@ from rlhf_toy.train.reward_model import RewardConfig, preference_accuracy, train
 N_PROMPTS, N_ANSWERS = 20, 8
 
 
-def _single_thread(fn: Callable) -> Callable:
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        previous = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            torch.set_num_threads(previous)
-
-    return wrapper
-
-
-def exact_kl(policy: TablePolicy, ref_policy: TablePolicy) -> float:
-    r"""查表策略与参考模型之间的精确 KL：$\frac1N\sum_x \mathrm{KL}(\pi_\theta(\cdot\mid x)\,\|\,\pi_{ref}(\cdot\mid x))$，单位 nat。
-
-    Args:
-        policy: 查表策略。
-        ref_policy: 参考模型（同形状的查表策略）。
-
-    Returns:
-        非负浮点数。
-    """
-    with torch.no_grad():
-        logp = torch.log_softmax(policy.logits, -1)
-        ref_logp = torch.log_softmax(ref_policy.logits, -1)
-        return (logp.exp() * (logp - ref_logp)).sum(-1).mean().item()
-
-
-@_single_thread
+@single_thread()
 def run_reinforce(seed: int = 0, quick: bool = False) -> list[dict]:
     """REINFORCE 与三种基线：先量梯度估计的偏差与方差，再看奖励整体加一个常数时训练会怎样。
 
@@ -91,7 +61,7 @@ def run_reinforce(seed: int = 0, quick: bool = False) -> list[dict]:
     return results
 
 
-@_single_thread
+@single_thread()
 def run_rloo(seed: int = 0, quick: bool = False) -> list[dict]:
     """RLOO（k=4，β=0.05，KL 惩罚在奖励里）：打印奖励、KL 与真实成功概率。
 
@@ -142,7 +112,7 @@ def build_reward_model(
 # --8<-- [end:build_reward_model]
 
 
-@_single_thread
+@single_thread()
 def run_reward_model(seed: int = 0, quick: bool = False) -> list[dict]:
     """训练 Bradley–Terry 奖励模型（标签噪声 20%），打印训练集与留出偏好对上的准确率。
 
@@ -167,7 +137,7 @@ def run_reward_model(seed: int = 0, quick: bool = False) -> list[dict]:
     return history
 
 
-@_single_thread
+@single_thread()
 def run_ppo(seed: int = 0, quick: bool = False) -> list[dict]:
     """对第 3 章学到的奖励模型做 PPO：代理奖励、真实成功概率与到参考模型的精确 KL。
 

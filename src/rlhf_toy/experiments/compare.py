@@ -18,18 +18,19 @@ r"""第 8 章的同台对比：同一个老虎机任务、同一组随机种子�
 # --8<-- [start:imports]
 from __future__ import annotations
 
-import contextlib
 import math
 import statistics
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 
 import torch
 from torch import Tensor
 
 from rlhf_toy._checks import check_choice
+from rlhf_toy._threads import single_thread
 from rlhf_toy.models import TableValueModel
 from rlhf_toy.policies import TablePolicy
+from rlhf_toy.policies.table import exact_kl
 from rlhf_toy.tasks import BanditTask
 from rlhf_toy.train import (
     DPOConfig,
@@ -75,33 +76,6 @@ class Budget:
 
 
 # --8<-- [end:budget]
-
-
-@contextlib.contextmanager
-def single_thread() -> Iterator[None]:
-    """临时只用一个线程：张量很小，多线程只增加开销，而且浮点求和顺序固定，结果与机器无关。"""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
-
-
-def exact_kl(policy: TablePolicy, ref_policy: TablePolicy) -> float:
-    r"""精确的 $\frac1N\sum_x \KL(\pi_\theta(\cdot\mid x)\,\|\,\pi_{ref}(\cdot\mid x))$，单位 nat。
-
-    Args:
-        policy: 查表策略。
-        ref_policy: 同形状的查表策略（参考模型）。
-
-    Returns:
-        非负浮点数。
-    """
-    with torch.no_grad():
-        logp = torch.log_softmax(policy.logits, -1)
-        ref_logp = torch.log_softmax(ref_policy.logits, -1)
-        return (logp.exp() * (logp - ref_logp)).sum(-1).mean().item()
 
 
 # --8<-- [start:evaluator]

@@ -115,3 +115,19 @@ class TablePolicy(nn.Module):
 
 
 # --8<-- [end:table_policy]
+
+
+def exact_kl(policy: TablePolicy, ref_policy: TablePolicy) -> float:
+    r"""查表策略与参考模型之间的精确 KL（不采样）：$\frac1N\sum_x \mathrm{KL}(\pi_\theta(\cdot\mid x)\,\|\,\pi_{ref}(\cdot\mid x))$，单位 nat。
+
+    Args:
+        policy: 查表策略。
+        ref_policy: 参考模型（同形状的查表策略）。
+
+    Returns:
+        非负浮点数：各提示词上反向 KL 的平均。
+    """
+    with torch.no_grad():
+        logp = torch.log_softmax(policy.logits, -1)
+        ref_logp = torch.log_softmax(ref_policy.logits, -1)
+        return (logp.exp() * (logp - ref_logp)).sum(-1).mean().item()
