@@ -104,3 +104,11 @@ def shots_dir():
         Path(d).mkdir(parents=True, exist_ok=True)
         return Path(d)
     return None
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (`--dist loadgroup`), keep every site test on one worker: one build, one browser."""
+    site = Path(__file__).resolve().parent
+    for item in items:
+        if site in item.path.resolve().parents:
+            item.add_marker(pytest.mark.xdist_group("site"))
