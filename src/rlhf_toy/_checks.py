@@ -18,18 +18,21 @@ def shape_str(shape) -> str:
 
 
 def check_tensor(name: str, x: object) -> Tensor:
+    """`x` 必须是张量，否则报错；返回 `x` 本身。"""
     if not isinstance(x, Tensor):
         raise ValueError(f"{name} 应是 torch.Tensor，实际是 {type(x).__name__}")
     return x
 
 
 def check_ndim(name: str, x: Tensor, ndim: int, layout: str) -> None:
+    """`x` 必须是 `ndim` 维（`layout` 写进报错，例如 `"(B, T)"`）。"""
     check_tensor(name, x)
     if x.dim() != ndim:
         raise ValueError(f"{name} 的形状是 {shape_str(x.shape)}，期望 {ndim} 维 {layout}")
 
 
 def check_shape(name: str, x: Tensor, shape, like: str | None = None) -> None:
+    """`x` 的形状必须等于 `shape`；`like` 说明期望形状从哪来（例如 `"logps"`）。"""
     check_tensor(name, x)
     if tuple(x.shape) != tuple(shape):
         hint = f"（与 {like} 相同）" if like else ""
@@ -37,22 +40,26 @@ def check_shape(name: str, x: Tensor, shape, like: str | None = None) -> None:
 
 
 def check_finite(name: str, x: Tensor) -> None:
+    """`x` 不得含 NaN 或 ±inf。"""
     if not torch.isfinite(x).all():
         bad = int((~torch.isfinite(x)).sum())
         raise ValueError(f"{name} 含 {bad} 个非有限值（NaN 或 ±inf）；填充位置也请填有限值，例如 0")
 
 
 def check_mask(name: str, mask: Tensor, shape, like: str) -> None:
+    """掩码形状必须等于 `shape`，且只含 0 和 1。"""
     check_shape(name, mask, shape, like)
     if not ((mask == 0) | (mask == 1)).all():
         raise ValueError(f"{name} 只能含 0 和 1")
 
 
 def check_nonnegative(name: str, value: float) -> None:
+    """标量超参数（如 `beta`、`epsilon`）必须 ≥ 0，也拒绝 NaN。"""
     if not value >= 0:  # also rejects NaN
         raise ValueError(f"{name} 应 ≥ 0，实际是 {value}")
 
 
 def check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
+    """字符串选项必须是 `choices` 之一；报错时列出全部可选值。"""
     if value not in choices:
         raise ValueError(f"未知的 {name}={value!r}；可选：{', '.join(repr(c) for c in choices)}")

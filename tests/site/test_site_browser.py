@@ -54,7 +54,7 @@ def test_every_page(browser, site_url, site_dir, mkdocs_config, shots_dir):
         visit(page, site_url + path)
         info = page.evaluate(PAGE_PROBE)
         page.set_viewport_size({"width": MOBILE, "height": 844})
-        page.wait_for_timeout(250)  # the resize handler of mathjax-config.js is debounced by 100 ms
+        page.wait_for_timeout(250)  # the resize handler of math-setup.js is debounced by 100 ms
         problems += overflow_problems(path or "/", page.evaluate(OVERFLOW_PROBE, MOBILE))
         external = sorted({u for u in requests if external_request(u)})
         problems += page_problems(path or "/", info, external, extra["repository"], extra.get("branch", "main"))
