@@ -17,6 +17,20 @@ from rlhf_toy.train import DPOConfig, GRPOConfig, train_dpo, train_grpo
 N_PROMPTS, N_ANSWERS = 20, 8
 
 
+def bandit_setup(seed: int) -> tuple[BanditTask, TablePolicy]:
+    """固定随机种子，按种子演示的顺序造出任务与初始策略：先抽正确答案，再初始化 logits。
+
+    Args:
+        seed: 全局随机种子。
+
+    Returns:
+        `(task, policy)`：20 个提示词 × 8 个回答的任务，与 `0.1 * randn` 初始化的查表策略。
+    """
+    torch.manual_seed(seed)
+    task = BanditTask.make(N_PROMPTS, N_ANSWERS)
+    return task, TablePolicy.random(N_PROMPTS, N_ANSWERS)
+
+
 def grpo_config(quick: bool = False) -> GRPOConfig:
     """种子演示的 GRPO 配置；快速模式只跑 20 步。
 
@@ -91,9 +105,7 @@ def run_grpo(seed: int = 0, quick: bool = False) -> list[dict]:
     Returns:
         指标历史。
     """
-    torch.manual_seed(seed)
-    task = BanditTask.make(N_PROMPTS, N_ANSWERS)
-    policy = TablePolicy.random(N_PROMPTS, N_ANSWERS)
+    task, policy = bandit_setup(seed)
     config = grpo_config(quick)
     print(f"GRPO：{N_PROMPTS} 个提示词 × G={config.num_generations}，beta={config.beta}，epsilon={config.epsilon}")
     print(f"初始正确概率 {task.success_prob(policy):.3f}")
@@ -114,9 +126,7 @@ def run_dpo(seed: int = 0, quick: bool = False) -> list[dict]:
     Returns:
         指标历史。
     """
-    torch.manual_seed(seed)
-    task = BanditTask.make(N_PROMPTS, N_ANSWERS)
-    policy = TablePolicy.random(N_PROMPTS, N_ANSWERS)
+    task, policy = bandit_setup(seed)
     pairs = task.preference_pairs()
     config = dpo_config(quick)
     print(f"DPO：{N_PROMPTS} 个偏好对，beta={config.beta}")

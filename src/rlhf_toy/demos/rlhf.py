@@ -11,6 +11,7 @@ import torch
 from torch import Tensor
 
 from rlhf_toy._threads import single_thread
+from rlhf_toy.demos.bandit import N_ANSWERS, N_PROMPTS, bandit_setup
 from rlhf_toy.gradient_stats import policy_gradient_stats
 from rlhf_toy.models import TableRewardModel, TableValueModel
 from rlhf_toy.policies import TablePolicy
@@ -21,8 +22,6 @@ from rlhf_toy.train.reinforce import ReinforceConfig, RLOOConfig, train_reinforc
 from rlhf_toy.train.reward_model import RewardConfig, preference_accuracy, train_reward_model
 
 # --8<-- [end:imports]
-
-N_PROMPTS, N_ANSWERS = 20, 8
 
 
 @single_thread()
@@ -36,9 +35,7 @@ def run_reinforce(seed: int = 0, quick: bool = False) -> list[dict]:
     Returns:
         训练历史的列表（每个配置一项，含 `offset`、`baseline` 与该配置的最终指标）。
     """
-    torch.manual_seed(seed)
-    task = BanditTask.make(N_PROMPTS, N_ANSWERS)
-    policy = TablePolicy.random(N_PROMPTS, N_ANSWERS)
+    task, policy = bandit_setup(seed)
     n_batches = 100 if quick else 400
     print(f"梯度估计（初始策略，k=4，{n_batches} 批）：")
     print("offset  baseline  scale  variance/|g|^2")
@@ -72,9 +69,7 @@ def run_rloo(seed: int = 0, quick: bool = False) -> list[dict]:
     Returns:
         指标历史。
     """
-    torch.manual_seed(seed)
-    task = BanditTask.make(N_PROMPTS, N_ANSWERS)
-    policy = TablePolicy.random(N_PROMPTS, N_ANSWERS)
+    task, policy = bandit_setup(seed)
     config = RLOOConfig(steps=30 if quick else 100)
     print(f"RLOO：{N_PROMPTS} 个提示词 × k={config.num_generations}，beta={config.beta}")
     print(f"初始正确概率 {task.success_prob(policy):.3f}")
