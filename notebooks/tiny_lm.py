@@ -29,7 +29,6 @@ if importlib.util.find_spec("rlhf_toy") is None:
 
 # %% [markdown]
 # 这些矩阵都很小，PyTorch 在单线程下反而最快（多线程的同步开销比计算还大），结果也不随机器核数变化。
-# `GRPO_SECONDS` 是 GRPO 的墙钟预算；想看完整的一分钟，把它改成 60。
 
 # %%
 import copy
@@ -52,7 +51,18 @@ from rlhf_toy.train.ppo import PPOConfig, train_ppo
 from rlhf_toy.train.sft import SFTConfig, train_sft
 
 torch.set_num_threads(1)
-GRPO_SECONDS = 30
+
+# %% [markdown]
+# 本 notebook 的全部预算都在下面这一格。`GRPO_SECONDS` 是 GRPO 的墙钟预算；想看完整的一分钟，把它改成 60。
+# 环境变量 `DQN_QUICK=1` 时（CI 重新执行 notebook 时会设）只跑几秒钟的短版本：流程相同，数字差得多。
+
+# %%
+QUICK = os.environ.get("DQN_QUICK", "") not in ("", "0")
+GRPO_SECONDS = 3 if QUICK else 30  # GRPO 的墙钟预算（只计训练）
+SFT_SECONDS = 2 if QUICK else 10  # 对照：把多少秒花在继续 SFT 上
+LENGTH_STEPS, LENGTH_EVERY = (10, 5) if QUICK else (100, 20)  # 长度一课：GRPO 步数、每隔几步统计一次
+DPO_STEPS, PPO_STEPS = (5, 5) if QUICK else (40, 40)
+PAIR_PROMPTS = 64 if QUICK else 256  # 造 DPO 偏好对用的提示词数
 
 # %% [markdown]
 # ## SFT 热启动
@@ -62,7 +72,7 @@ GRPO_SECONDS = 30
 
 # %%
 t0 = time.perf_counter()
-task, policy = warm_start(seed=0)
+task, policy = warm_start(seed=0, quick=QUICK)
 start = copy.deepcopy(policy)
 print(f"SFT warm start: {time.perf_counter() - t0:.1f} s")
 print("held-out after SFT:", {k: round(v, 3) for k, v in task.evaluate(policy).items()})
@@ -78,7 +88,7 @@ for p, c in zip(task.heldout_prompts()[:6], completions, strict=True):
 
 # %%
 config = grpo_config(max_completion_length=task.max_completion_length)
-marks = tuple(m for m in (2.5, 5, 10, 20, 30, 45, 60) if m <= GRPO_SECONDS)
+marks = (*(m for m in (2.5, 5, 10, 20, 30, 45) if m < GRPO_SECONDS), GRPO_SECONDS)
 curve = grpo_for_seconds(policy, task, config, marks=marks)
 for row in curve:
     print(
@@ -89,7 +99,7 @@ for row in curve:
 # %% [markdown]
 # ## 对照：同样的时间花在继续 SFT 上
 #
-# 这个任务每道题都有标准答案。从同一个热启动出发、继续 SFT 10 秒，正确率涨得比 GRPO 快：
+# 这个任务每道题都有标准答案。从同一个热启动出发、继续 SFT `SFT_SECONDS` 秒（完整版 10 秒），正确率涨得比 GRPO 快：
 # SFT 每一步都告诉模型每个 token 的正确答案，GRPO 只知道整条回答对不对。强化学习的用处在只有验证器、没有标准答案的时候。
 
 # %%
@@ -98,13 +108,13 @@ sft_task = copy.deepcopy(task)
 more = SFTConfig(learning_rate=5e-3, steps=10, batch_size=128)
 optimizer = torch.optim.AdamW(sft_policy.parameters(), lr=more.learning_rate)
 sft_curve, elapsed = [(0.0, sft_task.evaluate(sft_policy)["accuracy"])], 0.0
-while elapsed < 10:
+while elapsed < SFT_SECONDS:
     t0 = time.perf_counter()
     train_sft(sft_policy, sft_task, more, optimizer=optimizer)
     elapsed += time.perf_counter() - t0
     sft_curve.append((elapsed, sft_task.evaluate(sft_policy)["accuracy"]))
-grpo_at_10 = next(r["accuracy"] for r in curve if r["seconds"] >= 10)
-print(f"after about 10 s of training: continued SFT {sft_curve[-1][1]:.3f}, GRPO {grpo_at_10:.3f}")
+grpo_same = next(r["accuracy"] for r in curve if r["seconds"] >= SFT_SECONDS)
+print(f"after about {SFT_SECONDS} s of training: continued SFT {sft_curve[-1][1]:.3f}, GRPO {grpo_same:.3f}")
 
 # %%
 fig, axes = plt.subplots(1, 3, figsize=(13, 3.4))
@@ -126,7 +136,7 @@ plt.show()
 # 只换 `loss_type`：`grpo` 按回答平均（长的错误回答每个 token 受罚更轻），`dr_grpo` 除以常数 $BL$，`dapo` 按 token 平均。
 
 # %%
-runs = length_lesson(seed=0, steps=100, every=20)
+runs = length_lesson(seed=0, quick=QUICK, steps=LENGTH_STEPS, every=LENGTH_EVERY)
 print("mean length (tokens, incl. EOS) of sampled wrong / correct answers on held-out prompts")
 for loss_type, rows in runs.items():
     print(f"{loss_type:>7}: " + "  ".join(f"{r['length_wrong']:.2f}/{r['length_correct']:.2f}" for r in rows))
@@ -160,12 +170,12 @@ plt.show()
 # 两组超参数：学习率 5e-4、`beta=0.1`，以及学习率 1e-4、`beta=0.5`。
 
 # %%
-pairs, masks = preference_pairs_from_samples(copy.deepcopy(start), copy.deepcopy(task), n_prompts=256)
-print(f"{len(pairs[0])} preference pairs from 256 prompts; before DPO: accuracy {task.evaluate(start)['accuracy']:.3f}")
+pairs, masks = preference_pairs_from_samples(copy.deepcopy(start), copy.deepcopy(task), n_prompts=PAIR_PROMPTS)
+print(f"{len(pairs[0])} preference pairs from {PAIR_PROMPTS} prompts; before DPO: accuracy {task.evaluate(start)['accuracy']:.3f}")
 for lr, beta in ((5e-4, 0.1), (1e-4, 0.5)):
     dpo_policy = copy.deepcopy(start)
     ref = dpo_policy.frozen_copy()
-    history = train_dpo(dpo_policy, pairs, DPOConfig(beta=beta, learning_rate=lr, steps=40), ref_policy=ref)
+    history = train_dpo(dpo_policy, pairs, DPOConfig(beta=beta, learning_rate=lr, steps=DPO_STEPS), ref_policy=ref)
     last = history[-1]
     print(
         f"lr {lr:g}, beta {beta}: pair accuracy {last['rewards/accuracies']:.3f}  "
@@ -191,7 +201,7 @@ ppo_policy, ppo_task = copy.deepcopy(start), copy.deepcopy(task)
 ref = ppo_policy.frozen_copy()
 value_model = TinyValueModel(ppo_policy)
 ppo_config = PPOConfig(
-    num_generations=8, kl_coef=0.01, learning_rate=3e-4, num_ppo_epochs=1, num_mini_batches=1, steps=40
+    num_generations=8, kl_coef=0.01, learning_rate=3e-4, num_ppo_epochs=1, num_mini_batches=1, steps=PPO_STEPS
 )
 history = train_ppo(ppo_policy, value_model, ppo_task, ppo_config, ref_policy=ref)
 print(f"before PPO: accuracy {ppo_task.evaluate(start)['accuracy']:.3f}")

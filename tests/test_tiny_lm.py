@@ -305,6 +305,7 @@ def warm():
         return warm_start(seed=0, quick=True)
 
 
+@pytest.mark.xdist_group("tiny_lm_warm")  # 同一个 worker：模块级热启动只做一次
 def test_quick_grpo_improves_held_out_sampled_accuracy_over_the_warm_start(warm):
     import copy
 
@@ -326,6 +327,7 @@ def test_quick_grpo_improves_held_out_sampled_accuracy_over_the_warm_start(warm)
     assert task.evaluate(policy)["accuracy"] > greedy_before - 0.02
 
 
+@pytest.mark.xdist_group("tiny_lm_warm")  # 同一个 worker：模块级热启动只做一次
 def test_preference_pairs_from_own_samples_are_correct_over_incorrect(warm):
     import copy
 
