@@ -2,6 +2,7 @@
 
     python benchmarks/tiny_lm.py                 # 3 个种子，完整版（每个种子：SFT + 60 秒 GRPO）
     python benchmarks/tiny_lm.py --seeds 0 --quick-only
+    python benchmarks/tiny_lm.py --length-lesson # 长度一课（ramble=0.2，40 步）：三种 loss_type，每个种子
 
 只计 GRPO 阶段的墙钟时间（不含评估）；同时记录 SFT 用时、快速版（30 步）用时、进程的峰值内存，以及每次计时时
 `os.getloadavg()` 的负载——机器被别的进程占用时，计时会被拉长，请把负载和时间一起读。结果也写到
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from rlhf_toy.demos.tiny_lm import grpo_config, grpo_for_seconds, single_thread, warm_start
+from rlhf_toy.demos.tiny_lm import grpo_config, grpo_for_seconds, length_lesson, single_thread, warm_start
 from rlhf_toy.train.grpo import train_grpo
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,7 +41,22 @@ def main() -> int:
     ap.add_argument("--marks", type=float, nargs="+", default=[10.0, 30.0, 60.0])
     ap.add_argument("--quick-only", action="store_true", help="只测快速版")
     ap.add_argument("--lr", type=float, default=None, help="覆盖 GRPO 学习率")
+    ap.add_argument(
+        "--target", type=float, default=0.5, help="完整版热启动的停止正确率（warm_start 的 target_accuracy）"
+    )
+    ap.add_argument("--length-lesson", action="store_true", help="只跑长度一课（每个种子三种 loss_type）")
     args = ap.parse_args()
+    if args.length_lesson:
+        for seed in args.seeds:
+            t0, l0 = time.perf_counter(), load()
+            runs = length_lesson(seed=seed, steps=40, every=5, ramble=0.2)
+            print(
+                f"seed {seed}: {time.perf_counter() - t0:.0f} s (load {l0}); wrong-answer length / truncated fraction"
+            )
+            for loss_type, rows in runs.items():
+                print(f"  {loss_type:>7}: " + "  ".join(f"{r['length_wrong']:5.2f}/{r['truncated']:.2f}" for r in rows))
+            print("  steps:   " + "  ".join(f"{r['step']:>10d}" for r in runs["grpo"]), flush=True)
+        return 0
     overrides = {} if args.lr is None else {"learning_rate": args.lr}
     results = []
     with single_thread():
@@ -64,7 +80,7 @@ def main() -> int:
             )
             if not args.quick_only:
                 t0, l0 = time.perf_counter(), load()
-                task, policy = warm_start(seed, quick=False)
+                task, policy = warm_start(seed, quick=False, target_accuracy=args.target)
                 row["sft_s"], row["sft_load"] = time.perf_counter() - t0, l0
                 config = grpo_config(max_completion_length=task.max_completion_length, **overrides)
                 row["grpo"] = grpo_for_seconds(policy, task, config, marks=tuple(args.marks))

@@ -60,7 +60,7 @@ torch.set_num_threads(1)
 QUICK = os.environ.get("DQN_QUICK", "") not in ("", "0")
 GRPO_SECONDS = 3 if QUICK else 30  # GRPO 的墙钟预算（只计训练）
 SFT_SECONDS = 2 if QUICK else 10  # 对照：把多少秒花在继续 SFT 上
-LENGTH_STEPS, LENGTH_EVERY = (10, 5) if QUICK else (100, 20)  # 长度一课：GRPO 步数、每隔几步统计一次
+LENGTH_STEPS, LENGTH_EVERY = (10, 5) if QUICK else (40, 5)  # 长度一课：GRPO 步数、每隔几步统计一次
 DPO_STEPS, PPO_STEPS = (5, 5) if QUICK else (40, 40)
 PAIR_PROMPTS = 64 if QUICK else 256  # 造 DPO 偏好对用的提示词数
 
@@ -132,32 +132,37 @@ plt.show()
 # %% [markdown]
 # ## 长度一课
 #
-# 带草稿区的任务：回答可以先写 0 到 4 个 `.` 再写答案，最大长度 12。同一个热启动模型、同样的随机数，
+# 带草稿区的任务：回答可以先写 0 到 4 个 `.` 再写答案，最大长度 12。热启动的 SFT 数据里另有 20% 的回答
+# 只写 `.`、一直写到最大长度（`ramble=0.2`）：模型因此带着一个“想个没完”的坏习惯，这样的回答没有答案、总是错的，
+# 又总是最长的——错误回答本来就更长，这正是长度偏差起作用的情形。同一个热启动模型、同样的随机数，
 # 只换 `loss_type`：`grpo` 按回答平均（长的错误回答每个 token 受罚更轻），`dr_grpo` 除以常数 $BL$，`dapo` 按 token 平均。
 
 # %%
-runs = length_lesson(seed=0, quick=QUICK, steps=LENGTH_STEPS, every=LENGTH_EVERY)
-print("mean length (tokens, incl. EOS) of sampled wrong / correct answers on held-out prompts")
+runs = length_lesson(seed=0, quick=QUICK, steps=LENGTH_STEPS, every=LENGTH_EVERY, ramble=0.2)
+print("sampled held-out answers: mean length of wrong answers (tokens, incl. EOS) / fraction truncated at 12 tokens")
 for loss_type, rows in runs.items():
-    print(f"{loss_type:>7}: " + "  ".join(f"{r['length_wrong']:.2f}/{r['length_correct']:.2f}" for r in rows))
-print("steps:   " + "  ".join(f"{r['step']:>9d}" for r in runs["grpo"]))
+    print(f"{loss_type:>7}: " + "  ".join(f"{r['length_wrong']:5.2f}/{r['truncated']:.2f}" for r in rows))
+print("steps:   " + "  ".join(f"{r['step']:>10d}" for r in runs["grpo"]))
 
 # %% [markdown]
 # 怎样读这些数：`dr_grpo` 与 `dapo` 给每个 token 的权重都与回答长度无关，两者只差每步一个常数因子，
-# 而 Adam 对梯度的整体缩放几乎不敏感——它们本应走出几乎一样的曲线。两者之间的差别因此就是这个设置下
-# “同样的算法、不同的浮点舍入与样本”带来的波动大小。`grpo` 与它们的差别只有明显超过这个波动，才能算长度偏差的证据。
-# 在这个小任务、这么短的训练里，它通常没有超过：按回答平均的长度偏差是真实的（权重由练习 2 精确验证），
-# 但要让它改变回答长度，需要错误回答本来就更长（例如写不完被截断）、并且训练得足够久——这正是 Dr. GRPO 论文里
-# 长推理训练的情形。把 `steps` 调大、多跑几个种子，可以自己检验。
+# 而 Adam 对梯度的整体缩放几乎不敏感——它们几乎重合，两者之间的差别就是这个设置下的随机波动。
+# 三种汇总方式都很快改掉了“想个没完”的习惯，但 `grpo` 改得慢：一条写满 12 个 token 的错误回答，
+# 在 `grpo` 下总共只受一条回答的罚（摊到每个 token 是 $1/(B\cdot 12)$），在 `dapo` 下每个 token 的罚与短回答相同，
+# 整条回答受的罚是短错误回答的两三倍。所以前 10 步里，`grpo` 的错误回答明显更长、被截断的比例更高，
+# 差别远大于 `dr_grpo` 与 `dapo` 之间的波动；习惯改掉之后，三条曲线又靠拢了（剩下的错误回答长短差不多，
+# 长度与对错不再相关，汇总方式也就不再改变长度）。种子 0、1、2 上方向都相同，见本章正文。
 
 # %%
-fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
+fig, axes = plt.subplots(1, 3, figsize=(13, 3.4))
 for loss_type, rows in runs.items():
     steps = [r["step"] for r in rows]
     axes[0].plot(steps, [r["length_wrong"] for r in rows], "o-", label=loss_type)
-    axes[1].plot(steps, [r["accuracy_sampled"] for r in rows], "o-", label=loss_type)
+    axes[1].plot(steps, [r["truncated"] for r in rows], "o-", label=loss_type)
+    axes[2].plot(steps, [r["accuracy_sampled"] for r in rows], "o-", label=loss_type)
 axes[0].set(xlabel="GRPO step", ylabel="mean length of wrong answers (tokens)", title="wrong-answer length")
-axes[1].set(xlabel="GRPO step", ylabel="sampled accuracy", title="accuracy")
+axes[1].set(xlabel="GRPO step", ylabel="fraction truncated (no EOS)", title="rambling answers")
+axes[2].set(xlabel="GRPO step", ylabel="sampled accuracy", title="accuracy")
 axes[0].legend()
 plt.tight_layout()
 plt.show()

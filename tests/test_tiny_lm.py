@@ -87,6 +87,17 @@ def test_sft_batch_is_correct_by_the_reward():
         assert completions.shape[1] == task.max_completion_length == 4 + scratch
 
 
+def test_rambling_sft_rows_are_dots_to_max_length_without_eos():
+    task = AdditionTask(scratch=4, max_completion_length=12, ramble=0.5)
+    prompts, completions, mask = task.sft_batch(64)
+    rambling = (completions == SCRATCH).all(1)  # 整行都是 "."：没有答案，也没有 EOS
+    assert 10 < rambling.sum().item() < 54 and completions.shape[1] == 12
+    assert torch.equal(mask, completion_mask(completions, EOS)) and mask[rambling].eq(1).all()
+    assert task.reward(prompts, completions).tolist() == (~rambling).float().tolist()
+    with pytest.raises(ValueError, match="ramble"):
+        AdditionTask(ramble=0.1)  # 没有草稿区
+
+
 def test_bad_task_arguments():
     with pytest.raises(ValueError, match="n_digits"):
         AdditionTask(n_digits=4)

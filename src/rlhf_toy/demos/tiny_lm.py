@@ -328,6 +328,7 @@ def length_lesson(
     every: int = 10,
     scratch: int = 4,
     max_completion_length: int = 12,
+    ramble: float = 0.0,
 ) -> dict[str, list[dict]]:
     """长度一课：同一个热启动模型、同样的随机数，只换 `loss_type`，看答错的回答长度怎样变化。
 
@@ -342,6 +343,7 @@ def length_lesson(
         every: 每隔几步统计一次 `length_stats`。
         scratch: 草稿区最多几个 `.`。
         max_completion_length: 回答的最大长度 $L$（`dr_grpo` 的分母也是它）。
+        ramble: 热启动的 SFT 数据里“只写 `.` 写到最大长度”的回答比例（见 `AdditionTask`）。
 
     Returns:
         `{loss_type: [每次统计的 {"step", **length_stats, "accuracy"}]}`，第 0 项是 GRPO 之前。
@@ -350,7 +352,9 @@ def length_lesson(
 
     steps = (30 if quick else 150) if steps is None else steps
     with single_thread():
-        task, start = warm_start(seed, quick, scratch=scratch, max_completion_length=max_completion_length)
+        task, start = warm_start(
+            seed, quick, scratch=scratch, max_completion_length=max_completion_length, ramble=ramble
+        )
         runs = {}
         for loss_type in loss_types:
             policy, run_task = copy.deepcopy(start), copy.deepcopy(task)

@@ -99,6 +99,8 @@ class AdditionTask:
         scratch: 草稿区最多几个 `.`（0 表示没有草稿区）；SFT 数据里草稿长度在 `0..scratch` 均匀抽取。
         max_completion_length: 回答最多几个 token（含 EOS）；`None` 表示刚好放得下最长答案、草稿与 EOS。
         seed: 打乱题目与抽提示词用的随机种子（任务自带 `torch.Generator`，不影响全局随机数）。
+        ramble: SFT 数据里有这个比例的回答只写 `.`、一直写到最大长度（没有答案，也没有 EOS）：
+            模拟“想个没完”的坏习惯。这样的回答总是错的，又总是最长的（长度一课用）。0 表示没有；需要 `scratch > 0`。
 
     Raises:
         ValueError: 参数超出范围，或 `max_completion_length` 放不下最长的答案加 EOS。
@@ -112,6 +114,7 @@ class AdditionTask:
         scratch: int = 0,
         max_completion_length: int | None = None,
         seed: int = 0,
+        ramble: float = 0.0,
     ):
         if n_digits not in (1, 2, 3):
             raise ValueError(f"n_digits 应是 1、2 或 3，实际是 {n_digits}")
@@ -120,11 +123,15 @@ class AdditionTask:
             raise ValueError(f"n_heldout 应在 1 到 {n_problems - 1} 之间，实际是 {n_heldout}")
         if batch_size < 1 or scratch < 0:
             raise ValueError(f"需要 batch_size ≥ 1、scratch ≥ 0，实际是 {batch_size}、{scratch}")
+        if not 0 <= ramble < 1 or (ramble > 0 and scratch == 0):
+            raise ValueError(
+                f"ramble 应在 [0, 1) 内，且 ramble > 0 时需要 scratch > 0；实际是 ramble={ramble}、scratch={scratch}"
+            )
         answer_len = n_digits + 2  # 最长的和有 n_digits + 1 位，再加 EOS
         self.max_completion_length = answer_len + scratch if max_completion_length is None else max_completion_length
         if self.max_completion_length < answer_len:
             raise ValueError(f"max_completion_length={self.max_completion_length} 放不下最长答案加 EOS（{answer_len}）")
-        self.n_digits, self.batch_size, self.scratch = n_digits, batch_size, scratch
+        self.n_digits, self.batch_size, self.scratch, self.ramble = n_digits, batch_size, scratch, ramble
         self.max_prompt_length = 2 * n_digits + 3  # <bos> a + b =
         self.generator = torch.Generator().manual_seed(seed)
         order = torch.randperm(n_problems, generator=self.generator)
@@ -201,6 +208,9 @@ class AdditionTask:
         problems = self.train[idx]
         dots = torch.randint(self.scratch + 1, (batch_size,), generator=self.generator).tolist()
         rows = [[SCRATCH] * k + encode(str(a + b)) + [EOS] for (a, b), k in zip(problems.tolist(), dots, strict=True)]
+        if self.ramble > 0:  # 一部分回答只写 `.`，写满最大长度
+            rambling = (torch.rand(batch_size, generator=self.generator) < self.ramble).tolist()
+            rows = [[SCRATCH] * self.max_completion_length if r else row for row, r in zip(rows, rambling, strict=True)]
         rows.append([PAD] * self.max_completion_length)
         completions = _pad_rows(rows, left=False)[:-1, : self.max_completion_length]
         return self.encode_prompts(problems), completions, (completions != PAD).float()
