@@ -58,9 +58,9 @@ torch.set_num_threads(1)
 
 # %%
 QUICK = os.environ.get("DQN_QUICK", "") not in ("", "0")
-GRPO_SECONDS = 3 if QUICK else 30  # GRPO 的墙钟预算（只计训练）
-SFT_SECONDS = 2 if QUICK else 10  # 对照：把多少秒花在继续 SFT 上
-LENGTH_STEPS, LENGTH_EVERY = (10, 5) if QUICK else (40, 5)  # 长度一课：GRPO 步数、每隔几步统计一次
+GRPO_SECONDS = 2 if QUICK else 30  # GRPO 的墙钟预算（只计训练）
+SFT_SECONDS = 1 if QUICK else 10  # 对照：把多少秒花在继续 SFT 上
+LENGTH_STEPS, LENGTH_EVERY = (4, 4) if QUICK else (40, 5)  # 长度一课：GRPO 步数、每隔几步统计一次
 DPO_STEPS, PPO_STEPS = (5, 5) if QUICK else (40, 40)
 PAIR_PROMPTS = 64 if QUICK else 256  # 造 DPO 偏好对用的提示词数
 
