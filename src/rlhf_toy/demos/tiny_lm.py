@@ -9,13 +9,12 @@ SFT 与 GRPO 的步数都少得多，数字因此比完整版差，但流程一�
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
+from rlhf_toy._threads import single_thread
 from rlhf_toy.policies.transformer import TinyTransformerPolicy, completion_mask
 from rlhf_toy.tasks.addition import AdditionTask
 from rlhf_toy.train.dpo import DPOConfig, train_dpo
@@ -23,17 +22,6 @@ from rlhf_toy.train.grpo import GRPOConfig, train_grpo
 from rlhf_toy.train.sft import SFTConfig, train_sft
 
 # --8<-- [end:imports]
-
-
-@contextmanager
-def single_thread() -> Iterator[None]:
-    """在 `with` 块内让 PyTorch 只用一个线程，退出时恢复。"""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 # --8<-- [start:configs]
