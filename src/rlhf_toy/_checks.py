@@ -63,3 +63,16 @@ def check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
     """字符串选项必须是 `choices` 之一；报错时列出全部可选值。"""
     if value not in choices:
         raise ValueError(f"未知的 {name}={value!r}；可选：{', '.join(repr(c) for c in choices)}")
+
+
+def check_groups(rewards: Tensor, num_generations: int) -> None:
+    """`rewards` 是有限的一维 `(B,)`，`num_generations` 是正整数且整除 `B`（每组 G 个回答相邻）。"""
+    check_ndim("rewards", rewards, 1, "(B,)")
+    check_finite("rewards", rewards)
+    if not isinstance(num_generations, int) or num_generations < 1:
+        raise ValueError(f"num_generations 应是正整数，实际是 {num_generations!r}")
+    if rewards.numel() % num_generations:
+        raise ValueError(
+            f"rewards 的形状是 {shape_str(rewards.shape)}，期望 (n_prompts * num_generations,)："
+            f"{rewards.numel()} 不能被 num_generations={num_generations} 整除"
+        )

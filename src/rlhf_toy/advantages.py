@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from rlhf_toy._checks import check_choice, check_finite, check_mask, check_ndim, check_shape, check_tensor
+from rlhf_toy._checks import check_choice, check_finite, check_groups, check_mask, check_ndim, check_shape, check_tensor
 
 # --8<-- [end:imports]
 
@@ -46,16 +46,8 @@ def group_advantages(rewards: Tensor, num_generations: int, scale_rewards: str =
         >>> group_advantages(torch.tensor([1.0, 1.0, 0.0, 0.0]), num_generations=2)
         tensor([0., 0., 0., 0.])
     """
-    check_ndim("rewards", rewards, 1, "(B,)")
-    check_finite("rewards", rewards)
+    check_groups(rewards, num_generations)
     check_choice("scale_rewards", scale_rewards, SCALE_REWARDS)
-    if not isinstance(num_generations, int) or num_generations < 1:
-        raise ValueError(f"num_generations 应是正整数，实际是 {num_generations!r}")
-    if rewards.numel() % num_generations:
-        raise ValueError(
-            f"rewards 的形状是 ({rewards.numel()},)，期望 (n_prompts * num_generations,)："
-            f"{rewards.numel()} 不能被 num_generations={num_generations} 整除"
-        )
     if num_generations == 1:
         return torch.zeros_like(rewards)
     grouped = rewards.view(-1, num_generations)  # (n_prompts, G)
@@ -68,16 +60,6 @@ def group_advantages(rewards: Tensor, num_generations: int, scale_rewards: str =
 
 
 # --8<-- [end:group_advantages]
-
-
-def _check_num_generations(rewards: Tensor, num_generations: int) -> None:
-    if not isinstance(num_generations, int) or num_generations < 1:
-        raise ValueError(f"num_generations 应是正整数，实际是 {num_generations!r}")
-    if rewards.numel() % num_generations:
-        raise ValueError(
-            f"rewards 的形状是 ({rewards.numel()},)，期望 (n_prompts * num_generations,)："
-            f"{rewards.numel()} 不能被 num_generations={num_generations} 整除"
-        )
 
 
 # --8<-- [start:rloo_advantages]
@@ -106,9 +88,7 @@ def rloo_advantages(rewards: Tensor, num_generations: int) -> Tensor:
         >>> rloo_advantages(torch.tensor([1.0, 0.0, 0.0, 0.0]), num_generations=4)
         tensor([ 1.0000, -0.3333, -0.3333, -0.3333])
     """
-    check_ndim("rewards", rewards, 1, "(B,)")
-    check_finite("rewards", rewards)
-    _check_num_generations(rewards, num_generations)
+    check_groups(rewards, num_generations)
     if num_generations == 1:
         return torch.zeros_like(rewards)
     k = num_generations

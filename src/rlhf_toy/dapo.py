@@ -11,21 +11,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from rlhf_toy._checks import check_finite, check_ndim, shape_str
+from rlhf_toy._checks import check_finite, check_groups, check_ndim
 
 # --8<-- [end:imports]
-
-
-def _check_groups(rewards: Tensor, num_generations: int) -> None:
-    check_ndim("rewards", rewards, 1, "(B,)")
-    check_finite("rewards", rewards)
-    if not isinstance(num_generations, int) or num_generations < 1:
-        raise ValueError(f"num_generations 应是正整数，实际是 {num_generations!r}")
-    if rewards.numel() % num_generations:
-        raise ValueError(
-            f"rewards 的形状是 {shape_str(rewards.shape)}，期望 (n_prompts * num_generations,)："
-            f"{rewards.numel()} 不能被 num_generations={num_generations} 整除"
-        )
 
 
 # --8<-- [start:dynamic_sampling_mask]
@@ -54,7 +42,7 @@ def dynamic_sampling_mask(rewards: Tensor, num_generations: int) -> Tensor:
         >>> dynamic_sampling_mask(torch.tensor([1.0, 1.0, 0.0, 1.0, 0.0, 0.0]), num_generations=2)
         tensor([False,  True, False])
     """
-    _check_groups(rewards, num_generations)
+    check_groups(rewards, num_generations)
     grouped = rewards.view(-1, num_generations)  # (n_prompts, G)
     return grouped.amax(dim=1) != grouped.amin(dim=1)
 
