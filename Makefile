@@ -2,6 +2,7 @@
 #   make serve   create .venv if needed, install, serve the site at http://127.0.0.1:8000/
 #   make test    the same set-up, then every check (one pytest run; see README)
 # Other targets: make notebooks (rebuild docs/notebooks from notebooks/*.py), make build, make bench, make clean.
+# make bench runs the seed benchmark; the others: .venv/bin/python benchmarks/{demos,compare,tiny_lm,site_weight}.py
 
 PYTHON ?= python3
 VENV   ?= .venv
@@ -34,7 +35,7 @@ notebooks: $(STAMP)
 	$(PY) scripts/build_notebooks.py
 
 bench: $(STAMP)
-	$(PY) benchmarks/run.py
+	$(PY) benchmarks/seed.py
 
 clean:
 	rm -rf site .cache .pytest_cache
