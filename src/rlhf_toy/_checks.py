@@ -76,3 +76,11 @@ def check_groups(rewards: Tensor, num_generations: int) -> None:
             f"rewards 的形状是 {shape_str(rewards.shape)}，期望 (n_prompts * num_generations,)："
             f"{rewards.numel()} 不能被 num_generations={num_generations} 整除"
         )
+
+
+def check_table_batch(prompts: Tensor, completions: Tensor) -> None:
+    """查表模型的一批输入：`prompts` 形状 `(B,)`，`completions` 形状 `(B, 1)`（每条回答一个 token）。"""
+    check_ndim("prompts", prompts, 1, "(B,)")
+    check_ndim("completions", completions, 2, "(B, 1)")
+    if completions.shape != (prompts.shape[0], 1):
+        raise ValueError(f"completions 的形状是 {tuple(completions.shape)}，期望 ({prompts.shape[0]}, 1)")

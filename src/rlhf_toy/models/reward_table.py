@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from rlhf_toy._checks import check_ndim
+from rlhf_toy._checks import check_table_batch
 
 # --8<-- [end:imports]
 
@@ -48,10 +48,7 @@ class TableRewardModel(nn.Module):
         Raises:
             ValueError: 形状不符。
         """
-        check_ndim("prompts", prompts, 1, "(B,)")
-        check_ndim("completions", completions, 2, "(B, 1)")
-        if completions.shape != (prompts.shape[0], 1):
-            raise ValueError(f"completions 的形状是 {tuple(completions.shape)}，期望 ({prompts.shape[0]}, 1)")
+        check_table_batch(prompts, completions)
         return self.table[prompts, completions[:, 0]]
 
     def reward(self, prompts: Tensor, completions: Tensor) -> Tensor:

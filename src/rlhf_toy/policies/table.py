@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from rlhf_toy._checks import check_ndim
+from rlhf_toy._checks import check_ndim, check_table_batch
 from rlhf_toy.entropy import entropy_from_logits
 
 # --8<-- [end:imports]
@@ -82,10 +82,7 @@ class TablePolicy(nn.Module):
         Raises:
             ValueError: 形状不符。
         """
-        check_ndim("prompts", prompts, 1, "(B,)")
-        check_ndim("completions", completions, 2, "(B, 1)")
-        if completions.shape != (prompts.shape[0], 1):
-            raise ValueError(f"completions 的形状是 {tuple(completions.shape)}，期望 ({prompts.shape[0]}, 1)")
+        check_table_batch(prompts, completions)
         return F.log_softmax(self.logits, dim=-1)[prompts].gather(1, completions)
 
     def entropy(self, prompts: Tensor, completions: Tensor) -> Tensor:
@@ -101,10 +98,7 @@ class TablePolicy(nn.Module):
         Raises:
             ValueError: 形状不符。
         """
-        check_ndim("prompts", prompts, 1, "(B,)")
-        check_ndim("completions", completions, 2, "(B, 1)")
-        if completions.shape != (prompts.shape[0], 1):
-            raise ValueError(f"completions 的形状是 {tuple(completions.shape)}，期望 ({prompts.shape[0]}, 1)")
+        check_table_batch(prompts, completions)
         return entropy_from_logits(self.logits[prompts]).unsqueeze(1)
 
     def frozen_copy(self) -> TablePolicy:
