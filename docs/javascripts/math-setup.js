@@ -9,8 +9,9 @@
 // TeX errors are made loud for the browser tests (tests/site/test_browser.py): `noundefined` is removed
 // (an unknown macro is then an error, not red text), and every error is recorded in
 // window.rlhfMath.errors. When a page's math is typeset and its fonts are loaded,
-// <html data-math="done"> is set and window.rlhfMath.visibleAt holds performance.now().
-window.rlhfMath = { errors: [], visibleAt: null, runs: 0 };
+// <html data-math="done"> is set and window.rlhfMath.visibleAt holds performance.now(); typesetStart and
+// typesetEnd (same clock) bracket MathJax's own work, for benchmarks/site_weight.py.
+window.rlhfMath = { errors: [], visibleAt: null, typesetStart: null, typesetEnd: null, runs: 0 };
 
 window.MathJax = {
   tex: {
@@ -35,6 +36,10 @@ window.MathJax = {
   options: {
     ignoreHtmlClass: "[^ ]+",
     processHtmlClass: "arithmatex|jp-RenderedLatex",
+    // Measured and kept (benchmarks/site_weight.py, issue #3): turning off the right-click menu
+    // (`enableMenu: false`) saved ~8 % of the typesetting time on the chapter with the most formulas and
+    // nothing measurable on a notebook page, not worth losing "show math as TeX" and zoom; turning off
+    // the assistive MathML saved 10-20 % but would leave screen-reader users with no math at all.
   },
   startup: { typeset: false },
 };
@@ -45,12 +50,16 @@ document$.subscribe(() => {
   document.documentElement.dataset.math = "pending";
   mj.startup.promise = mj.startup.promise
     .then(() => {
+      window.rlhfMath.typesetStart = performance.now();
       mj.startup.output.clearCache();
       mj.typesetClear();
       mj.texReset();
       return mj.typesetPromise();
     })
-    .then(() => document.fonts.ready)
+    .then(() => {
+      window.rlhfMath.typesetEnd = performance.now();
+      return document.fonts.ready;
+    })
     .then(() => {
       markWideInlineMath();
       window.rlhfMath.runs += 1;
@@ -65,14 +74,17 @@ document$.subscribe(() => {
 
 // Inline formulas cannot break across lines; one wider than its paragraph gets .arithmatex--wide
 // (docs/stylesheets/extra.css makes it scroll). Re-checked when the window is resized.
+// All sizes are read first, then the classes are set: changing a class between two reads forces the browser
+// to lay the page out again for each formula (200-450 ms on the API page, now ~5 ms). The class does not
+// change either size it reads (the formula's own width, the paragraph's width).
 function markWideInlineMath() {
-  for (const span of document.querySelectorAll("span.arithmatex")) {
+  const spans = [...document.querySelectorAll("span.arithmatex")];
+  const wide = spans.map((span) => {
     const mjx = span.querySelector("mjx-container");
     const block = span.closest("p, li, td, th, dd, div");
-    if (!mjx || !block) continue;
-    span.classList.remove("arithmatex--wide");
-    if (mjx.getBoundingClientRect().width > block.clientWidth) span.classList.add("arithmatex--wide");
-  }
+    return Boolean(mjx && block) && mjx.getBoundingClientRect().width > block.clientWidth;
+  });
+  spans.forEach((span, i) => span.classList.toggle("arithmatex--wide", wide[i]));
 }
 let wideTimer = null;
 window.addEventListener("resize", () => {
