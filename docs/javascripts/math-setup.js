@@ -4,7 +4,8 @@
 //
 // Math is only looked for inside `arithmatex` elements: pymdownx.arithmatex writes them on chapter and
 // API pages, hooks/notebook_slim.py makes nbconvert write the same markup in notebook Markdown cells.
-// So dollar signs in prose ("定价 $5") never become math. `jp-RenderedLatex` = text/latex cell outputs.
+// So dollar signs in prose ("定价 $5") never become math. `jp-RenderedLatex` = text/latex cell outputs;
+// table-of-contents entries of headings with math are typeset explicitly (tocWithMath).
 //
 // TeX errors are made loud for the browser tests (tests/site/test_browser.py): `noundefined` is removed
 // (an unknown macro is then an error, not red text), and every error is recorded in
@@ -35,7 +36,10 @@ window.MathJax = {
   },
   options: {
     ignoreHtmlClass: "[^ ]+",
-    processHtmlClass: "arithmatex|jp-RenderedLatex",
+    // md-ellipsis: a table-of-contents entry. Entries copy headings such as "用法：几个 $d$ 上的值与梯度"
+    // as plain text with the \( \) delimiters left in; they sit inside Material's classed wrappers, which
+    // the filter above never descends into, so they are typeset explicitly (tocWithMath below).
+    processHtmlClass: "arithmatex|jp-RenderedLatex|md-ellipsis",
     // Measured and kept (benchmarks/site_weight.py, issue #3): turning off the right-click menu
     // (`enableMenu: false`) saved ~8 % of the typesetting time on the chapter with the most formulas and
     // nothing measurable on a notebook page, not worth losing "show math as TeX" and zoom; turning off
@@ -54,7 +58,10 @@ document$.subscribe(() => {
       mj.startup.output.clearCache();
       mj.typesetClear();
       mj.texReset();
-      return mj.typesetPromise();
+      return mj.typesetPromise().then(() => {
+        const toc = tocWithMath();
+        return toc.length ? mj.typesetPromise(toc) : null;
+      });
     })
     .then(() => {
       window.rlhfMath.typesetEnd = performance.now();
@@ -71,6 +78,11 @@ document$.subscribe(() => {
       document.documentElement.dataset.math = "done";
     });
 });
+
+// Table-of-contents entries (desktop sidebar and the mobile drawer) whose heading had math.
+function tocWithMath() {
+  return [...document.querySelectorAll(".md-nav--secondary .md-ellipsis")].filter((e) => e.textContent.includes("\\("));
+}
 
 // Inline formulas cannot break across lines; one wider than its paragraph gets .arithmatex--wide
 // (docs/stylesheets/extra.css makes it scroll). Re-checked when the window is resized.

@@ -235,13 +235,15 @@ WAIT_MATH = """() => {
 # Facts about the current page. "Invisible" MathJax glyphs: mjx-c elements whose ::before has no content
 # (MathJax CHTML draws every glyph through ::before; without its CSS the formula is blank but present).
 # Zero-width characters such as U+2061 (function application, after \log) have content "" on purpose.
+# Formulas in a navigation copy that is hidden at this width (the table of contents inside the mobile
+# drawer) are not counted as hidden; raw TeX left in a table-of-contents entry is.
 PAGE_PROBE = r"""() => {
   const q = (s) => [...document.querySelectorAll(s)];
   const glyphs = q('mjx-c');
   const invisible = glyphs.filter(c => { const v = getComputedStyle(c, '::before').content; return !v || v === 'none' || v === 'normal'; });
   const arith = q('.arithmatex');
   const untypeset = arith.filter(e => !e.querySelector('mjx-container'));
-  const hidden = q('mjx-container').filter(e => { const r = e.getBoundingClientRect(); const s = getComputedStyle(e); return r.width === 0 || r.height === 0 || s.visibility === 'hidden' || s.display === 'none'; });
+  const hidden = q('mjx-container').filter(e => !e.closest('.md-nav')).filter(e => { const r = e.getBoundingClientRect(); const s = getComputedStyle(e); return r.width === 0 || r.height === 0 || s.visibility === 'hidden' || s.display === 'none'; });
   const badge = document.querySelector('a.colab-link');
   return {
     title: document.title,
@@ -253,7 +255,7 @@ PAGE_PROBE = r"""() => {
     hidden_containers: hidden.length,
     merror: q('mjx-merror, [data-mjx-error]').map(e => e.getAttribute('data-mjx-error') || e.textContent.slice(0, 60)),
     tex_errors: (window.rlhfMath && window.rlhfMath.errors) || [],
-    raw_tex_text: q('.md-content p, .md-content li, .md-content td, .jp-RenderedMarkdown').filter(e => !e.closest('pre, code, .arithmatex, mjx-container')).map(e => { const c = e.cloneNode(true); c.querySelectorAll('code, pre, mjx-container, .arithmatex, script, style').forEach(x => x.remove()); return c.textContent; }).filter(t => /\\\(|\\\[|\\begin\{|\$\$|\\frac|\\hat|\\pi_|\\eqref|\\ref\{/.test(t)).map(t => t.trim().slice(0, 80)),
+    raw_tex_text: q('.md-content p, .md-content li, .md-content td, .jp-RenderedMarkdown, .md-nav--secondary .md-nav__link').filter(e => !e.closest('pre, code, .arithmatex, mjx-container')).map(e => { const c = e.cloneNode(true); c.querySelectorAll('code, pre, mjx-container, .arithmatex, script, style').forEach(x => x.remove()); return c.textContent; }).filter(t => /\\\(|\\\[|\\begin\{|\$\$|\\frac|\\hat|\\pi_|\\eqref|\\ref\{/.test(t)).map(t => t.trim().slice(0, 80)),
     colab_href: badge ? badge.getAttribute('href') : null,
     nb_url: (document.querySelector('.nb-links a[download]') || {}).href || null,
     body_font: getComputedStyle(document.body).fontFamily,
