@@ -2,9 +2,10 @@
 
     python benchmarks/tiny_lm.py                 # 3 个种子，完整版（每个种子：SFT + 60 秒 GRPO）
     python benchmarks/tiny_lm.py --seeds 0 --quick-only
+    python benchmarks/tiny_lm.py --uniform       # 对照：训练题均匀地抽（不按形状均衡）
     python benchmarks/tiny_lm.py --length-lesson # 长度一课（ramble=0.2，40 步）：三种 loss_type，每个种子
 
-只计 GRPO 阶段的墙钟时间（不含评估）；同时记录 SFT 用时、快速版（30 步）用时、进程的峰值内存，以及每次计时时
+只计 GRPO 阶段的墙钟时间（不含评估）；同时记录 SFT 用时、快速版（100 步）用时、进程的峰值内存，以及每次计时时
 `os.getloadavg()` 的负载——机器被别的进程占用时，计时会被拉长，请把负载和时间一起读。结果也写到
 `benchmarks/results/tiny_lm.json`（不进仓库也可以）。
 """
@@ -12,6 +13,7 @@
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import resource
@@ -21,7 +23,14 @@ from pathlib import Path
 
 import torch
 
-from rlhf_toy.demos.tiny_lm import grpo_config, grpo_for_seconds, length_lesson, single_thread, warm_start
+from rlhf_toy.demos.tiny_lm import (
+    errors_by_shape,
+    grpo_config,
+    grpo_for_seconds,
+    length_lesson,
+    single_thread,
+    warm_start,
+)
 from rlhf_toy.train.grpo import train_grpo
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,6 +53,7 @@ def main() -> int:
     ap.add_argument(
         "--target", type=float, default=0.5, help="完整版热启动的停止正确率（warm_start 的 target_accuracy）"
     )
+    ap.add_argument("--uniform", action="store_true", help="训练题均匀地抽（不按形状均衡），对照用")
     ap.add_argument("--length-lesson", action="store_true", help="只跑长度一课（每个种子三种 loss_type）")
     args = ap.parse_args()
     if args.length_lesson:
@@ -62,37 +72,38 @@ def main() -> int:
     with single_thread():
         for seed in args.seeds:
             row = {"seed": seed}
-            # 快速版：quick SFT + 30 步 GRPO（CI 与页面用的设置）
             t0, l0 = time.perf_counter(), load()
-            task, policy = warm_start(seed, quick=True)
-            row["quick_sft_s"], row["quick_sft_load"] = time.perf_counter() - t0, l0
-            acc0 = task.evaluate(policy)["accuracy"]
+            task, warm = warm_start(seed, target_accuracy=args.target, balanced=not args.uniform)
+            row["sft_s"], row["sft_load"] = time.perf_counter() - t0, l0
+            # 快速版：同一个热启动 + 100 步 GRPO（CI 与页面用的设置）
+            policy, quick_task = copy.deepcopy(warm), copy.deepcopy(task)
+            acc0 = quick_task.evaluate(policy)["accuracy"]
             config = grpo_config(quick=True, max_completion_length=task.max_completion_length, **overrides)
             t0, l0 = time.perf_counter(), load()
-            train_grpo(policy, task, config)
+            train_grpo(policy, quick_task, config)
             row["quick_grpo_s"], row["quick_grpo_load"] = time.perf_counter() - t0, l0
-            row["quick_accuracy"] = (acc0, task.evaluate(policy)["accuracy"])
+            row["quick_accuracy"] = (acc0, quick_task.evaluate(policy)["accuracy"])
             print(
-                f"seed {seed} quick: SFT {row['quick_sft_s']:.1f} s (load {row['quick_sft_load']}), "
-                f"GRPO {config.steps} steps {row['quick_grpo_s']:.1f} s (load {row['quick_grpo_load']}), "
+                f"seed {seed}: SFT warm start {row['sft_s']:.1f} s (load {row['sft_load']}); "
+                f"quick GRPO {config.steps} steps {row['quick_grpo_s']:.1f} s (load {row['quick_grpo_load']}), "
                 f"accuracy {acc0:.3f} -> {row['quick_accuracy'][1]:.3f}",
                 flush=True,
             )
             if not args.quick_only:
-                t0, l0 = time.perf_counter(), load()
-                task, policy = warm_start(seed, quick=False, target_accuracy=args.target)
-                row["sft_s"], row["sft_load"] = time.perf_counter() - t0, l0
+                policy = warm
                 config = grpo_config(max_completion_length=task.max_completion_length, **overrides)
                 row["grpo"] = grpo_for_seconds(policy, task, config, marks=tuple(args.marks))
                 row["grpo_load_end"] = load()
+                row["errors_by_shape"] = errors_by_shape(policy, task)
                 marks = "  ".join(
                     f"{m['seconds']:.0f}s/step {m['step']}: acc {m['accuracy']:.3f} kl {m['kl']:.3f} "
                     f"ent {m['entropy']:.3f} len {m['completion_length']:.2f}"
                     for m in row["grpo"]
                 )
                 print(
-                    f"seed {seed} full: SFT {row['sft_s']:.1f} s (load {row['sft_load']}); GRPO {marks} "
-                    f"(load at end {row['grpo_load_end']})",
+                    f"seed {seed} full: GRPO {marks} (load at end {row['grpo_load_end']})\n"
+                    "  wrong / total by shape at the end: "
+                    + "  ".join(f"{k} {w}/{n}" for k, (w, n) in row["errors_by_shape"].items()),
                     flush=True,
                 )
             row["peak_mb"] = peak_mb()

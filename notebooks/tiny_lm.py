@@ -39,6 +39,7 @@ import torch
 
 from rlhf_toy.demos.tiny_lm import (
     TinyValueModel,
+    errors_by_shape,
     grpo_config,
     grpo_for_seconds,
     length_lesson,
@@ -53,12 +54,12 @@ from rlhf_toy.train.sft import SFTConfig, train_sft
 torch.set_num_threads(1)
 
 # %% [markdown]
-# 本 notebook 的全部预算都在下面这一格。`GRPO_SECONDS` 是 GRPO 的墙钟预算；想看完整的一分钟，把它改成 60。
+# 本 notebook 的全部预算都在下面这一格。`GRPO_SECONDS` 是 GRPO 的墙钟预算（完整版一分钟；赶时间可以改小）。
 # 环境变量 `DQN_QUICK=1` 时（CI 重新执行 notebook 时会设）只跑几秒钟的短版本：流程相同，数字差得多。
 
 # %%
 QUICK = os.environ.get("DQN_QUICK", "") not in ("", "0")
-GRPO_SECONDS = 2 if QUICK else 30  # GRPO 的墙钟预算（只计训练）
+GRPO_SECONDS = 2 if QUICK else 60  # GRPO 的墙钟预算（只计训练）
 SFT_SECONDS = 1 if QUICK else 10  # 对照：把多少秒花在继续 SFT 上
 LENGTH_STEPS, LENGTH_EVERY = (4, 4) if QUICK else (40, 5)  # 长度一课：GRPO 步数、每隔几步统计一次
 DPO_STEPS, PPO_STEPS = (5, 5) if QUICK else (40, 40)
@@ -68,12 +69,13 @@ PAIR_PROMPTS = 64 if QUICK else 256  # 造 DPO 偏好对用的提示词数
 # ## SFT 热启动
 #
 # 每步 128 道题的监督微调，每 50 步在 200 道训练题上看一次正确率，到 50% 就停：模型学会格式（数字加 EOS）、
-# 答对一部分题，留出提升的空间。
+# 答对一部分题，留出提升的空间。训练题按形状均衡地抽（`balanced=True`，`warm_start` 的默认）：`1+1`、`1+2`、`2+1`、`2+2`
+# 四种形状（两个操作数各几位）各占四分之一；留出集是全部题目的均匀样本。为什么这样做，见下面的对照。
 
 # %%
 t0 = time.perf_counter()
-task, policy = warm_start(seed=0, quick=QUICK)
-start = copy.deepcopy(policy)
+task, policy = warm_start(seed=0)
+start, start_task = copy.deepcopy(policy), copy.deepcopy(task)  # 热启动之后的模型与任务（含抽题的随机数状态）
 print(f"SFT warm start: {time.perf_counter() - t0:.1f} s")
 print("held-out after SFT:", {k: round(v, 3) for k, v in task.evaluate(policy).items()})
 completions, _, _ = policy.generate(task.heldout_prompts()[:6], greedy=True)
@@ -95,6 +97,30 @@ for row in curve:
         f"{row['seconds']:5.1f} s  step {row['step']:4d}  accuracy {row['accuracy']:.3f}  "
         f"kl {row['kl']:.3f}  entropy {row['entropy']:.3f}  length {row['completion_length']:.2f}"
     )
+balanced_errors = errors_by_shape(policy, task)
+print("wrong / total held-out problems by shape:", balanced_errors)
+
+# %% [markdown]
+# ## 对照：均匀地抽题
+#
+# 同一个种子，只把训练题改成在全部训练题里均匀地抽（`balanced=False`）：两个操作数都是两位数的题占八成以上。
+# 同样的热启动规则、同样的 GRPO 预算之后，按形状数一数还答错的题。
+
+# %%
+u_task, u_policy = warm_start(seed=0, balanced=False)
+u_config = grpo_config(max_completion_length=u_task.max_completion_length)
+u_curve = grpo_for_seconds(u_policy, u_task, u_config, marks=(GRPO_SECONDS,))
+print(f"uniform prompts:  held-out accuracy after SFT {u_curve[0]['accuracy']:.3f}, after GRPO {u_curve[-1]['accuracy']:.3f}")
+print(f"balanced prompts: held-out accuracy after SFT {curve[0]['accuracy']:.3f}, after GRPO {curve[-1]['accuracy']:.3f}")
+print("wrong / total by shape, uniform: ", errors_by_shape(u_policy, u_task))
+print("wrong / total by shape, balanced:", balanced_errors)
+
+# %% [markdown]
+# 均匀抽题时，剩下的错误集中在带一位数操作数的题上（`1+2`、`2+1`）：这些题只占训练提示词的一成多，
+# 模型在上面又常常很有把握地答错——一组 8 个回答全错，组内优势全为 0，没有梯度。GRPO 看不见这些错误，也就改不了。
+# 按形状均衡之后，每种形状都有足够多的提示词，其中总有一些组有对有错，这些错误就降下来了。
+# 提示词的分布也是一个要权衡的设计选择：`2+2` 的题在训练提示词里从八成多降到了四分之一，
+# 对比上面两行里 `2+2` 的错误数，就能看到这样做在常见题型上付出了多少（或者没付出什么）。
 
 # %% [markdown]
 # ## 对照：同样的时间花在继续 SFT 上
@@ -104,7 +130,7 @@ for row in curve:
 
 # %%
 sft_policy = copy.deepcopy(start)
-sft_task = copy.deepcopy(task)
+sft_task = copy.deepcopy(start_task)
 more = SFTConfig(learning_rate=5e-3, steps=10, batch_size=128)
 optimizer = torch.optim.AdamW(sft_policy.parameters(), lr=more.learning_rate)
 sft_curve, elapsed = [(0.0, sft_task.evaluate(sft_policy)["accuracy"])], 0.0
@@ -175,7 +201,8 @@ plt.show()
 # 两组超参数：学习率 5e-4、`beta=0.1`，以及学习率 1e-4、`beta=0.5`。
 
 # %%
-pairs, masks = preference_pairs_from_samples(copy.deepcopy(start), copy.deepcopy(task), n_prompts=PAIR_PROMPTS)
+torch.manual_seed(0)  # 下面的结果与上面按墙钟时间跑了多少步无关
+pairs, masks = preference_pairs_from_samples(copy.deepcopy(start), copy.deepcopy(start_task), n_prompts=PAIR_PROMPTS)
 print(f"{len(pairs[0])} preference pairs from {PAIR_PROMPTS} prompts; before DPO: accuracy {task.evaluate(start)['accuracy']:.3f}")
 for lr, beta in ((5e-4, 0.1), (1e-4, 0.5)):
     dpo_policy = copy.deepcopy(start)
@@ -189,9 +216,10 @@ for lr, beta in ((5e-4, 0.1), (1e-4, 0.5)):
     )
 
 # %% [markdown]
-# 偏好对分得越来越开（`rewards/accuracies` 上升），留出集正确率却**下降**了。看 `rewards/chosen`：
-# 它是 $\beta$ 倍的 $\log\pi_\theta(y_w) - \log\pi_{\text{ref}}(y_w)$，变成了负数——被选回答的概率也在下降，
-# 只是被拒回答降得更快。DPO 的损失只看两者之差，不管概率质量流向哪里；在这里它流向了两者都不是的其他回答，
+# 第一组（学习率大、$\beta$ 小）：偏好对分得很开（`rewards/accuracies` 接近 1），留出集正确率却**大幅下降**。
+# 看 `rewards/chosen`：它是 $\beta$ 倍的 $\log\pi_\theta(y_w) - \log\pi_{\text{ref}}(y_w)$，变成了负数——被选回答的概率
+# 也在下降，只是被拒回答降得更快。第二组（学习率小、$\beta$ 大）走得近得多：`rewards/chosen` 几乎不动，
+# 偏好对照样分开了，留出集正确率却也没有因此上升。DPO 的损失只看两者之差，不管概率质量流向哪里；在这里它流向了两者都不是的其他回答，
 # 其中大多是错的。这就是文献里的“似然位移”（likelihood displacement）。常见的补救是在 DPO 损失上加一项
 # 被选回答的负对数似然（RPO，TRL 里是 `loss_type=["sigmoid", "sft"]`），或者换成在线方法——下面的 PPO 和上面的 GRPO。
 
@@ -202,7 +230,8 @@ for lr, beta in ((5e-4, 0.1), (1e-4, 0.5)):
 # 奖励里每个 token 扣 $\beta$ 倍 KL，分数加在最后一个真实 token（EOS）上，GAE 给出逐 token 的优势。
 
 # %%
-ppo_policy, ppo_task = copy.deepcopy(start), copy.deepcopy(task)
+torch.manual_seed(0)
+ppo_policy, ppo_task = copy.deepcopy(start), copy.deepcopy(start_task)
 ref = ppo_policy.frozen_copy()
 value_model = TinyValueModel(ppo_policy)
 ppo_config = PPOConfig(

@@ -381,3 +381,39 @@ def test_clip_ratio_is_zero_with_a_single_iteration_and_positive_with_two():
     task, policy = _bandit(seed=1)
     two = train_grpo(policy, task, GRPOConfig(steps=4, num_iterations=2))
     assert max(h["clip_ratio"] for h in two) > 0
+
+
+@pytest.mark.parametrize(("num_iterations", "beta", "calls_per_step"), [(1, 0.0, 1), (1, 0.04, 1), (2, 0.0, 3)])
+def test_old_logps_pass_is_skipped_with_a_single_iteration(num_iterations, beta, calls_per_step):
+    """TRL：每批只更新一次时不算 log π_old（用 logps.detach()），更新多次时先在 no_grad 下算好。"""
+    task, policy = _bandit(seed=2)
+    ref = policy.frozen_copy()  # 在包装之前复制：参考模型的前向不计在内
+    calls = []
+    logps = policy.logps
+    policy.logps = lambda *a, **k: (calls.append(1), logps(*a, **k))[1]
+    train_grpo(policy, task, GRPOConfig(steps=3, num_iterations=num_iterations, beta=beta), ref_policy=ref)
+    assert len(calls) == 3 * calls_per_step
+
+
+def test_single_iteration_with_detached_logps_equals_explicit_old_logps():
+    """省掉旧策略那次前向不改变结果：与先在 no_grad 下算 old_logps 的写法逐步相同。"""
+    task, policy = _bandit(seed=3)
+    explicit = policy.frozen_copy().requires_grad_(True)
+    torch.manual_seed(0)
+    train_grpo(policy, task, GRPOConfig(steps=3, num_iterations=1, beta=0.04))
+    task, _ = _bandit(seed=3)
+    ref = explicit.frozen_copy()
+    optimizer = torch.optim.Adam(explicit.parameters(), lr=GRPOConfig().learning_rate)
+    torch.manual_seed(0)
+    for _ in range(3):
+        prompts = task.prompts()
+        completions, mask = explicit.sample(prompts, 8)
+        group = prompts.repeat_interleave(8)
+        advantages = group_advantages(task.reward(group, completions), 8)
+        with torch.no_grad():
+            old, ref_logps = explicit.logps(group, completions), ref.logps(group, completions)
+        loss, _ = grpo_loss(explicit.logps(group, completions), old, ref_logps, advantages, mask, beta=0.04)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    assert torch.allclose(policy.logits, explicit.logits, atol=1e-5)  # 只差末位的舍入

@@ -18,7 +18,7 @@ import torch
 from rlhf_toy import TablePolicy, dpo_loss, group_advantages, grpo_loss
 from rlhf_toy.losses.aggregate import LOSS_TYPES, masked_mean
 from rlhf_toy.policies.transformer import TinyTransformerPolicy, completion_mask, left_pad
-from rlhf_toy.tasks.addition import BOS, EOS, PAD, SCRATCH, VOCAB, AdditionTask, decode, encode
+from rlhf_toy.tasks.addition import BOS, EOS, PAD, SCRATCH, VOCAB, AdditionTask, decode, encode, shapes
 
 
 @pytest.fixture(autouse=True)
@@ -64,6 +64,26 @@ def test_heldout_split_is_disjoint_and_fixed():
     held = {tuple(p) for p in a.heldout.tolist()}
     train = {tuple(p) for p in a.train.tolist()}
     assert len(held) == 500 and len(train) == 9500 and not held & train
+
+
+def test_balanced_draws_every_shape_equally_and_keeps_the_heldout_split():
+    uniform, balanced = AdditionTask(seed=4), AdditionTask(seed=4, balanced=True)
+    assert torch.equal(uniform.heldout, balanced.heldout) and torch.equal(uniform.train, balanced.train)
+    counts = collections.Counter(shapes(balanced.draw(8000)))
+    assert set(counts) == {"1+1", "1+2", "2+1", "2+2"}
+    assert all(abs(n / 8000 - 0.25) < 0.02 for n in counts.values())  # 二项分布的标准差约 0.005
+    uniform_counts = collections.Counter(shapes(uniform.draw(8000)))
+    assert abs(uniform_counts["2+2"] / 8000 - 0.81) < 0.02  # 0.9 × 0.9
+    drawn = {tuple(p) for p in balanced.draw(2000).tolist()}
+    assert not drawn & {tuple(p) for p in balanced.heldout.tolist()}  # 只从训练题里抽
+    prompts, completions, _ = balanced.sft_batch(64)  # SFT 数据与提示词用同一个抽法，答案仍然正确
+    assert balanced.reward(prompts, completions).eq(1).all()
+
+
+def test_shapes_counts_digits_of_each_operand():
+    assert shapes(torch.tensor([[0, 0], [9, 10], [99, 5], [100, 100]])) == ["1+1", "1+2", "2+1", "3+3"]
+    with pytest.raises(ValueError, match=r"problems.*\(P, 2\)"):
+        shapes(torch.tensor([1, 2]))
 
 
 def test_reward_is_exact_answer_with_eos():
@@ -313,7 +333,7 @@ def warm():
     from rlhf_toy.demos.tiny_lm import single_thread, warm_start
 
     with single_thread():
-        return warm_start(seed=0, quick=True)
+        return warm_start(seed=0)
 
 
 @pytest.mark.xdist_group("tiny_lm_warm")  # 同一个 worker：模块级热启动只做一次
@@ -331,11 +351,26 @@ def test_quick_grpo_improves_held_out_sampled_accuracy_over_the_warm_start(warm)
     history = train_grpo(policy, task, grpo_config(quick=True, max_completion_length=task.max_completion_length))
     torch.manual_seed(123)
     sampled_after = length_stats(policy, task)["accuracy_sampled"]
-    assert len(history) == 30 and all(math.isfinite(h["loss"]) for h in history)
-    assert 0.02 < greedy_before < 0.5  # 热启动留出了提升空间
-    # 宽松的阈值：固定种子下 30 步 GRPO 让留出集的采样正确率上升（约 0.058 → 0.070），贪心正确率不下降太多
-    assert sampled_after > sampled_before + 0.005
-    assert task.evaluate(policy)["accuracy"] > greedy_before - 0.02
+    greedy_after = task.evaluate(policy)["accuracy"]
+    print(f"greedy {greedy_before:.3f} -> {greedy_after:.3f}, sampled {sampled_before:.3f} -> {sampled_after:.3f}")
+    assert len(history) == 100 and all(math.isfinite(h["loss"]) for h in history)
+    assert 0.3 < greedy_before < 0.8  # 热启动留出了提升空间
+    # 宽松的阈值：固定种子下 100 步 GRPO 让留出集的贪心与采样正确率都明显上升
+    assert greedy_after > greedy_before + 0.05
+    assert sampled_after > sampled_before + 0.05
+
+
+@pytest.mark.xdist_group("tiny_lm_warm")  # 同一个 worker：模块级热启动只做一次
+def test_errors_by_shape_adds_up_to_the_greedy_accuracy(warm):
+    from rlhf_toy.demos.tiny_lm import errors_by_shape
+
+    task, policy = warm
+    table = errors_by_shape(policy, task)
+    assert list(table) == sorted(table) and set(table) <= {"1+1", "1+2", "2+1", "2+2"}
+    assert sum(n for _, n in table.values()) == len(task.heldout)
+    assert all(0 <= w <= n for w, n in table.values())
+    wrong = sum(w for w, _ in table.values())
+    assert wrong / len(task.heldout) == pytest.approx(1 - task.evaluate(policy)["accuracy"], abs=1e-6)
 
 
 @pytest.mark.xdist_group("tiny_lm_warm")  # 同一个 worker：模块级热启动只做一次

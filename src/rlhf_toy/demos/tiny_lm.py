@@ -1,7 +1,7 @@
 r"""第 9 章的演示：极小 Transformer 在两位数加法上的 SFT 热启动、GRPO、DPO 与 PPO。
 
 `python -m rlhf_toy tiny-lm {sft,grpo,dpo,ppo} [--quick]`。`quick=True` 只跑很短的版本（CI 与页面用）：
-SFT 与 GRPO 的步数都少得多，数字因此比完整版差，但流程一模一样。所有函数在单线程下运行（这些小矩阵在单线程下
+热启动相同，之后的 GRPO、DPO、PPO 步数少得多，数字因此比完整版差，但流程一模一样。所有函数在单线程下运行（这些小矩阵在单线程下
 最快，且结果与机器的核数无关），结束时恢复原来的线程数。
 """
 
@@ -16,7 +16,7 @@ from torch import Tensor, nn
 
 from rlhf_toy._threads import single_thread
 from rlhf_toy.policies.transformer import TinyTransformerPolicy, completion_mask
-from rlhf_toy.tasks.addition import AdditionTask
+from rlhf_toy.tasks.addition import AdditionTask, shapes
 from rlhf_toy.train.dpo import DPOConfig, train_dpo
 from rlhf_toy.train.grpo import GRPOConfig, train_grpo
 from rlhf_toy.train.sft import SFTConfig, train_sft
@@ -26,10 +26,10 @@ from rlhf_toy.train.sft import SFTConfig, train_sft
 
 # --8<-- [start:configs]
 def sft_config(quick: bool = False) -> SFTConfig:
-    """SFT 热启动的配置：完整版最多 800 步 × 128 题（达到目标正确率就停，见 `warm_start`），快速版固定 200 步 × 64 题。
+    """SFT 的配置：最多 800 步 × 128 题（热启动达到目标正确率就停，见 `warm_start`）；`run_sft` 的快速版 200 步 × 64 题。
 
     Args:
-        quick: 是否只跑短版本。
+        quick: 是否只跑短版本（只有 `run_sft` 用；热启动总用完整配置）。
 
     Returns:
         配置。
@@ -42,7 +42,7 @@ def grpo_config(quick: bool = False, **overrides: Any) -> GRPOConfig:
     加上 DAPO 的 clip-higher（`epsilon_high=0.28`）。
 
     Args:
-        quick: 是否只跑短版本（30 步；完整版 300 步）。
+        quick: 是否只跑短版本（100 步；完整版 300 步）。
         **overrides: 覆盖任意字段，例如 `loss_type="grpo"`。
 
     Returns:
@@ -52,7 +52,7 @@ def grpo_config(quick: bool = False, **overrides: Any) -> GRPOConfig:
         num_generations=8,
         beta=0.0,
         learning_rate=5e-4,
-        steps=30 if quick else 300,
+        steps=100 if quick else 300,
         num_iterations=1,
         loss_type="dapo",
         epsilon_high=0.28,
@@ -65,31 +65,32 @@ def grpo_config(quick: bool = False, **overrides: Any) -> GRPOConfig:
 
 # --8<-- [start:warm_start]
 def warm_start(
-    seed: int = 0, quick: bool = False, target_accuracy: float = 0.5, check_every: int = 50, **task_kwargs: Any
+    seed: int = 0,
+    target_accuracy: float = 0.5,
+    check_every: int = 50,
+    balanced: bool = True,
+    **task_kwargs: Any,
 ) -> tuple[AdditionTask, TinyTransformerPolicy]:
     """建任务与模型，并做一段短的 SFT：让模型学会格式、答对一部分题，给强化学习留出提升空间。
 
-    学会进位的时刻因种子而异（损失先停在平台上，然后突然下降），固定步数的热启动有时答对六成、有时不到两成。
-    所以完整版每 `check_every` 步在 200 道**训练**题上看一次贪心正确率，达到 `target_accuracy` 就停
-    （留出集不参与这个决定）。快速版固定步数。
+    学会进位的时刻因种子而异（损失先停在平台上，然后突然下降），固定步数的热启动有时答对七成、有时不到两成。
+    所以每 `check_every` 步在 200 道**训练**题上看一次贪心正确率，达到 `target_accuracy` 就停
+    （留出集不参与这个决定）。快速版与完整版用同一个热启动，只是之后的强化学习短一些。
 
     Args:
         seed: 随机种子（模型初始化、任务的题目划分与抽样都由它决定）。
-        quick: 是否只跑短版本。
-        target_accuracy: 完整版的停止条件（训练题上的贪心正确率）。
-        check_every: 完整版每隔几步检查一次。
+        target_accuracy: 停止条件（训练题上的贪心正确率）。
+        check_every: 每隔几步检查一次。
+        balanced: 训练题是否按形状均衡地抽（见 `AdditionTask` 的 `balanced`；本章默认均衡，原因见 `errors_by_shape`）。
         **task_kwargs: 传给 `AdditionTask`，例如 `scratch=4`、`max_completion_length=12`。
 
     Returns:
         `(task, policy)`：`policy` 已经过 SFT。
     """
     torch.manual_seed(seed)
-    task = AdditionTask(seed=seed, **task_kwargs)
+    task = AdditionTask(seed=seed, balanced=balanced, **task_kwargs)
     policy = task.make_policy()
-    config = sft_config(quick)
-    if quick:
-        train_sft(policy, task, config)
-        return task, policy
+    config = sft_config()
     optimizer = torch.optim.AdamW(policy.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
     chunk = SFTConfig(**{**config.__dict__, "steps": check_every})
     probe = task.encode_prompts(task.train[:200])
@@ -102,6 +103,35 @@ def warm_start(
 
 
 # --8<-- [end:warm_start]
+
+
+# --8<-- [start:errors_by_shape]
+@torch.no_grad()
+def errors_by_shape(policy: TinyTransformerPolicy, task: AdditionTask) -> dict[str, tuple[int, int]]:
+    """按题目形状（两个操作数各几位，见 `shapes`）统计留出集上贪心解码答错的题。
+
+    强化学习只能改进它采样到、又有对有错的提示词：一种形状的题在训练提示词里很少，模型又在这些题上“很有把握地”
+    答错时，一组 $G$ 个回答全错，优势全为 0，这些题几乎得不到梯度。按形状统计错误，这种死角一眼就能看出来。
+
+    Args:
+        policy: 策略。
+        task: 加法任务。
+
+    Returns:
+        `{shape: (答错的题数, 该形状的题数)}`，按形状排序。
+    """
+    prompts = task.heldout_prompts()
+    completions, _, _ = policy.generate(prompts, greedy=True)
+    wrong = (task.reward(prompts, completions) == 0).tolist()
+    out: dict[str, list[int]] = {}
+    for shape, w in zip(shapes(task.heldout), wrong, strict=True):
+        out.setdefault(shape, [0, 0])
+        out[shape][0] += w
+        out[shape][1] += 1
+    return {k: (v[0], v[1]) for k, v in sorted(out.items())}
+
+
+# --8<-- [end:errors_by_shape]
 
 
 def _fmt(h: dict) -> str:
@@ -121,7 +151,7 @@ def run_sft(seed: int = 0, quick: bool = False) -> list[dict]:
     """
     with single_thread():
         torch.manual_seed(seed)
-        task = AdditionTask(seed=seed)
+        task = AdditionTask(seed=seed, balanced=True)
         policy = task.make_policy()
         config = sft_config(quick)
         print(f"SFT：{config.steps} 步 × {config.batch_size} 题，lr {config.learning_rate}")
@@ -145,7 +175,7 @@ def run_grpo(seed: int = 0, quick: bool = False, **overrides: Any) -> list[dict]
         GRPO 的指标历史（评估步含 `accuracy`、`completion_length`、`kl`、`entropy`）。
     """
     with single_thread():
-        task, policy = warm_start(seed, quick)
+        task, policy = warm_start(seed)
         ref = policy.frozen_copy()
         config = grpo_config(quick, max_completion_length=task.max_completion_length, **overrides)
         print(f"GRPO：{task.batch_size} 个提示词 × G={config.num_generations}，loss_type={config.loss_type}")
@@ -154,7 +184,7 @@ def run_grpo(seed: int = 0, quick: bool = False, **overrides: Any) -> list[dict]
         def evaluate(p):
             return task.evaluate(p, ref)
 
-        every = 10 if quick else 50
+        every = 25 if quick else 50
         history = train_grpo(policy, task, config, ref_policy=ref, evaluate=evaluate, eval_every=every)
         for h in history:
             if "accuracy" in h:
@@ -177,15 +207,14 @@ def preference_pairs_from_samples(
     Args:
         policy: 采样用的策略（通常是 SFT 之后的模型，也是 DPO 的参考模型）。
         task: 加法任务。
-        n_prompts: 从训练集抽多少个提示词。
+        n_prompts: 从训练集抽多少个提示词（与 `task.prompts()` 同一个抽法，见 `AdditionTask.draw`）。
         num_generations: 每个提示词采样几个回答。
 
     Returns:
         `((prompts, chosen, rejected), (chosen_mask, rejected_mask))`，行数是造出的偏好对数。
         `policy.logps` 在 EOS 之后为 0，所以第一项可以直接传给 `train_dpo`（它对 `(B, T)` 求和）；掩码供检查与统计。
     """
-    idx = torch.randint(len(task.train), (n_prompts,), generator=task.generator)
-    prompts = task.encode_prompts(task.train[idx])
+    prompts = task.encode_prompts(task.draw(n_prompts))
     completions, _ = policy.sample(prompts, num_generations)
     correct = task.reward(prompts.repeat_interleave(num_generations, dim=0), completions).view(n_prompts, -1).bool()
     keep = correct.any(1) & ~correct.all(1)
@@ -211,7 +240,7 @@ def run_dpo(seed: int = 0, quick: bool = False) -> list[dict]:
         DPO 的指标历史（键名同 TRL：`rewards/chosen`、`rewards/margins` 等，评估步另含 `accuracy` 等）。
     """
     with single_thread():
-        task, policy = warm_start(seed, quick)
+        task, policy = warm_start(seed)
         ref = policy.frozen_copy()
         pairs, _ = preference_pairs_from_samples(policy, task, n_prompts=128 if quick else 512)
         config = DPOConfig(beta=0.5, learning_rate=1e-4, steps=20 if quick else 100)
@@ -325,7 +354,7 @@ def length_lesson(
 
     Args:
         seed: 随机种子（热启动与每个 `loss_type` 的 GRPO 都用它）。
-        quick: 是否只跑短版本（SFT 短、GRPO 默认 30 步）。
+        quick: 是否只跑短版本（GRPO 默认 30 步）。
         loss_types: 要比较的汇总方式。
         steps: GRPO 步数；`None` 表示快速版 30、完整版 150。
         every: 每隔几步统计一次 `length_stats`。
@@ -340,9 +369,7 @@ def length_lesson(
 
     steps = (30 if quick else 150) if steps is None else steps
     with single_thread():
-        task, start = warm_start(
-            seed, quick, scratch=scratch, max_completion_length=max_completion_length, ramble=ramble
-        )
+        task, start = warm_start(seed, scratch=scratch, max_completion_length=max_completion_length, ramble=ramble)
         runs = {}
         for loss_type in loss_types:
             policy, run_task = copy.deepcopy(start), copy.deepcopy(task)
@@ -401,7 +428,7 @@ def run_ppo(seed: int = 0, quick: bool = False) -> list[dict]:
     from rlhf_toy.train.ppo import PPOConfig, train_ppo
 
     with single_thread():
-        task, policy = warm_start(seed, quick)
+        task, policy = warm_start(seed)
         ref = policy.frozen_copy()
         value_model = TinyValueModel(policy)
         config = PPOConfig(

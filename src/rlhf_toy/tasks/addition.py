@@ -6,12 +6,13 @@ r"""可验证的序列任务：两位数加法 `"23+58="` → `"81"`，由包自
   并以 EOS 结束时得 1，否则得 0。
 * 可选的草稿区（`scratch > 0`）：回答可以先写任意个 `.` 再写答案（`..65<eos>`），奖励只看 `.` 之后的部分。
   它给回答长度留出变化的空间，用来演示长度归一化带来的长度偏差。
-* 全部 $10^{n}\times 10^{n}$ 道题用固定种子打乱，前 `n_heldout` 道作留出集，只用于评估；训练提示词从其余题目里抽。
+* 全部 $10^{n}\times 10^{n}$ 道题用固定种子打乱，前 `n_heldout` 道作留出集，只用于评估；训练提示词从其余题目里抽（可以按题目形状均衡地抽，见 `balanced`）。
 """
 
 # --8<-- [start:imports]
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import torch
@@ -83,6 +84,23 @@ def decode(ids: list[int] | Tensor, stop_at_eos: bool = True) -> str:
 # --8<-- [end:tokenizer]
 
 
+def shapes(problems: Tensor) -> list[str]:
+    """每道题的形状：两个操作数各有几位，例如 `(7, 58)` 是 `"1+2"`。
+
+    Args:
+        problems: 形状 `(P, 2)` 的整数张量。
+
+    Returns:
+        长 `P` 的字符串列表。
+
+    Examples:
+        >>> shapes(torch.tensor([[7, 58], [23, 5], [40, 11]]))
+        ['1+2', '2+1', '2+2']
+    """
+    check_ndim("problems", problems, 2, "(P, 2)")
+    return [f"{len(str(a))}+{len(str(b))}" for a, b in problems.tolist()]
+
+
 def _pad_rows(rows: list[list[int]], left: bool) -> Tensor:
     width = max(len(r) for r in rows)
     return torch.tensor([[PAD] * (width - len(r)) + r if left else r + [PAD] * (width - len(r)) for r in rows])
@@ -101,6 +119,10 @@ class AdditionTask:
         seed: 打乱题目与抽提示词用的随机种子（任务自带 `torch.Generator`，不影响全局随机数）。
         ramble: SFT 数据里有这个比例的回答只写 `.`、一直写到最大长度（没有答案，也没有 EOS）：
             模拟“想个没完”的坏习惯。这样的回答总是错的，又总是最长的（长度一课用）。0 表示没有；需要 `scratch > 0`。
+        balanced: `True` 时训练题（SFT 与强化学习的提示词）按形状（见 `shapes`）均衡地抽，每种形状的题一样多：
+            两位数加法的 `"1+1"`、`"1+2"`、`"2+1"`、`"2+2"` 各占四分之一。`False` 时在全部训练题里均匀抽，
+            两位数加法里两个操作数都是两位数的题占八成以上。
+            留出集不受影响，总是全部题目的均匀样本。
 
     Raises:
         ValueError: 参数超出范围，或 `max_completion_length` 放不下最长的答案加 EOS。
@@ -115,6 +137,7 @@ class AdditionTask:
         max_completion_length: int | None = None,
         seed: int = 0,
         ramble: float = 0.0,
+        balanced: bool = False,
     ):
         if n_digits not in (1, 2, 3):
             raise ValueError(f"n_digits 应是 1、2 或 3，实际是 {n_digits}")
@@ -138,6 +161,11 @@ class AdditionTask:
         base = 10**n_digits
         self.problems = torch.stack([order // base, order % base], dim=1)  # (n_problems, 2)：a, b
         self.heldout, self.train = self.problems[:n_heldout], self.problems[n_heldout:]
+        self.balanced = balanced
+        if balanced:  # 每种形状的题被抽到的总概率相同：一道题的权重是 1 / 同形状的题数
+            labels = shapes(self.train)
+            count = Counter(labels)
+            self._weights = torch.tensor([1.0 / count[s] for s in labels])
 
     # --8<-- [end:addition_task]
 
@@ -174,10 +202,17 @@ class AdditionTask:
         rows.append([PAD] * self.max_prompt_length)  # 统一宽度
         return _pad_rows(rows, left=True)[:-1]
 
+    def draw(self, n: int) -> Tensor:
+        """从训练集里有放回地抽 `n` 道题（`balanced=True` 时按形状加权），形状 `(n, 2)`。"""
+        if self.balanced:
+            idx = torch.multinomial(self._weights, n, replacement=True, generator=self.generator)
+        else:
+            idx = torch.randint(len(self.train), (n,), generator=self.generator)
+        return self.train[idx]
+
     def prompts(self) -> Tensor:
         """从训练集里（有放回地）抽 `batch_size` 道题，返回提示词 `(batch_size, max_prompt_length)`。"""
-        idx = torch.randint(len(self.train), (self.batch_size,), generator=self.generator)
-        return self.encode_prompts(self.train[idx])
+        return self.encode_prompts(self.draw(self.batch_size))
 
     def heldout_prompts(self) -> Tensor:
         """留出集的全部提示词，形状 `(n_heldout, max_prompt_length)`。"""
@@ -204,8 +239,7 @@ class AdditionTask:
         Returns:
             `(prompts, completions, mask)`：`(B, Lp)`、`(B, max_completion_length)`、`(B, max_completion_length)`。
         """
-        idx = torch.randint(len(self.train), (batch_size,), generator=self.generator)
-        problems = self.train[idx]
+        problems = self.draw(batch_size)
         dots = torch.randint(self.scratch + 1, (batch_size,), generator=self.generator).tolist()
         rows = [[SCRATCH] * k + encode(str(a + b)) + [EOS] for (a, b), k in zip(problems.tolist(), dots, strict=True)]
         if self.ramble > 0:  # 一部分回答只写 `.`，写满最大长度
