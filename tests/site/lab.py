@@ -43,6 +43,8 @@ $$
 $$
 
 未定义的宏：$\notamacro x$。
+
+站点只带 AMS 字体的子集（hooks/vendor_mathjax.py）：$a \lesssim b$ 要用子集之外的字形。
 """,
     "offsite.md": """# 站外脚本
 

@@ -255,6 +255,8 @@ PAGE_PROBE = r"""() => {
     hidden_containers: hidden.length,
     merror: q('mjx-merror, [data-mjx-error]').map(e => e.getAttribute('data-mjx-error') || e.textContent.slice(0, 60)),
     tex_errors: (window.rlhfMath && window.rlhfMath.errors) || [],
+    // characters drawn with MathJax's AMS font (its glyph is the ::before content of mjx-c.TEX-A)
+    ams_chars: [...new Set(q('mjx-c.TEX-A').map(c => getComputedStyle(c, '::before').content.replace(/^"|"$/g, '')))],
     raw_tex_text: q('.md-content p, .md-content li, .md-content td, .jp-RenderedMarkdown, .md-nav--secondary .md-nav__link').filter(e => !e.closest('pre, code, .arithmatex, mjx-container')).map(e => { const c = e.cloneNode(true); c.querySelectorAll('code, pre, mjx-container, .arithmatex, script, style').forEach(x => x.remove()); return c.textContent; }).filter(t => /\\\(|\\\[|\\begin\{|\$\$|\\frac|\\hat|\\pi_|\\eqref|\\ref\{/.test(t)).map(t => t.trim().slice(0, 80)),
     colab_href: badge ? badge.getAttribute('href') : null,
     nb_url: (document.querySelector('.nb-links a[download]') || {}).href || null,
@@ -268,9 +270,28 @@ PAGE_PROBE = r"""() => {
 }"""
 
 
-def page_problems(path: str, info: dict, external: list[str], repository: str, branch: str) -> list[str]:
-    """Problems on one page from PAGE_PROBE facts and the off-site requests it made."""
+def served_ams_chars(site_dir: Path) -> set[str]:
+    """Characters in the AMS math font the site serves (hooks/vendor_mathjax.py subsets it)."""
+    from fontTools.ttLib import TTFont
+
+    font = site_dir / "assets/vendor/mathjax/output/chtml/fonts/woff-v2/MathJax_AMS-Regular.woff"
+    return {chr(c) for c in TTFont(font).getBestCmap()}
+
+
+def page_problems(
+    path: str, info: dict, external: list[str], repository: str, branch: str, ams_chars: set[str] | None = None
+) -> list[str]:
+    """Problems on one page from PAGE_PROBE facts and the off-site requests it made.
+
+    `ams_chars`: the characters of the served AMS font (`served_ams_chars`); a formula that needs another
+    one would be drawn in a fallback font."""
     p = []
+    missing = sorted(set(info["ams_chars"]) - ams_chars) if ams_chars is not None else []
+    if missing:
+        p.append(
+            f"{path}: math needs {missing} from MathJax's AMS font, which the site serves cut down: "
+            "add them to AMS_KEEP in hooks/vendor_mathjax.py"
+        )
     for url in external:
         p.append(f"{path}: request to another host: {url}")
     if info["merror"] or info["tex_errors"]:

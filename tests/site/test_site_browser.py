@@ -19,6 +19,7 @@ from sitecheck import (
     page_problems,
     result_path,
     search,
+    served_ams_chars,
     visit,
 )
 
@@ -48,6 +49,7 @@ def test_every_page(browser, site_url, site_dir, mkdocs_config, shots_dir):
     page.on("request", lambda r: requests.append(r.url))
     problems, fonts = [], set()
     paths = page_paths(site_dir)
+    ams_chars = served_ams_chars(site_dir)
     for path in paths:
         requests.clear()
         page.set_viewport_size({"width": 1280, "height": 900})
@@ -57,7 +59,9 @@ def test_every_page(browser, site_url, site_dir, mkdocs_config, shots_dir):
         page.wait_for_timeout(250)  # the resize handler of math-setup.js is debounced by 100 ms
         problems += overflow_problems(path or "/", page.evaluate(OVERFLOW_PROBE, MOBILE))
         external = sorted({u for u in requests if external_request(u)})
-        problems += page_problems(path or "/", info, external, extra["repository"], extra.get("branch", "main"))
+        problems += page_problems(
+            path or "/", info, external, extra["repository"], extra.get("branch", "main"), ams_chars
+        )
         fonts.add(info["body_font"])
     ctx.close()
     assert len(paths) >= 5
