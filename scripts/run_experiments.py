@@ -199,6 +199,8 @@ def plot(data: dict) -> None:
             "axes.unicode_minus": False,
             "font.size": 9,
             "svg.hashsalt": "rlhf-toy",
+            # 文字写成 SVG 的 <text>（浏览器用系统的中文字体排），不把每个字形转成路径：图小一半，文字可选中、可搜索
+            "svg.fonttype": "none",
         }
     )
     names = {
