@@ -13,12 +13,13 @@ drop it: `theme` only picks light/dark, `include_requirejs` is about RequireJS).
    signs never become math, and hooks/search_exclude_math.py keeps the LaTeX out of search.
 
 Because (3) changes what mkdocs-jupyter renders, its render cache is redirected to a directory named after
-this hook's version.
+this hook's version (and the docs directory, so that two sites never share one).
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import logging
 import re
 
@@ -52,9 +53,13 @@ IPythonRenderer.latex_environment = _latex_environment
 def on_config(config):
     plugin = config.plugins.get("mkdocs-jupyter")
     if plugin is not None:
+        # One cache directory per docs_dir: mkdocs-jupyter evicts every cache file its own build did not use,
+        # so two builds sharing a directory (the site and the lab site in tests/site, built in parallel)
+        # deleted each other's entries mid-build (FileNotFoundError).
         base = plugin.config["cache_dir"].rstrip("/")
-        if not base.endswith(VERSION):
-            plugin.config["cache_dir"] = f"{base}/{VERSION}"
+        tag = f"{VERSION}-{hashlib.sha1(str(config.docs_dir).encode()).hexdigest()[:8]}"
+        if not base.endswith(tag):
+            plugin.config["cache_dir"] = f"{base}/{tag}"
     return config
 
 
