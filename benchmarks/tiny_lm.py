@@ -25,6 +25,7 @@ import torch
 
 from rlhf_toy.demos.tiny_lm import (
     errors_by_shape,
+    format_errors_by_shape,
     grpo_config,
     grpo_for_seconds,
     length_lesson,
@@ -102,8 +103,7 @@ def main() -> int:
                 )
                 print(
                     f"seed {seed} full: GRPO {marks} (load at end {row['grpo_load_end']})\n"
-                    "  wrong / total by shape at the end: "
-                    + "  ".join(f"{k} {w}/{n}" for k, (w, n) in row["errors_by_shape"].items()),
+                    "  greedy wrong / problems by shape at the end: " + format_errors_by_shape(row["errors_by_shape"]),
                     flush=True,
                 )
             row["peak_mb"] = peak_mb()

@@ -13,7 +13,8 @@
 # # 第 9 章：极小 Transformer 上的 token 级 RLHF
 #
 # 两位数加法 `23+58=` → `81`，答对得 1 分。一个两层、隐藏维度 48 的因果 Transformer 先做一小段 SFT 热启动，
-# 再用 GRPO 按墙钟时间训练，看留出集正确率上升；然后和“把时间花在继续 SFT 上”对比，做长度一课，最后各跑一小段 DPO 与 PPO。
+# 再用 GRPO 按墙钟时间训练，看留出集正确率上升；然后对照“训练题均匀地抽”与“把时间花在继续 SFT 上”，做长度一课，
+# 最后各跑一小段 DPO 与 PPO。
 # 全部在 CPU 上运行（Colab 的 CPU 也可以），总共几分钟以内。
 
 # %%
@@ -40,6 +41,7 @@ import torch
 from rlhf_toy.demos.tiny_lm import (
     TinyValueModel,
     errors_by_shape,
+    format_errors_by_shape,
     grpo_config,
     grpo_for_seconds,
     length_lesson,
@@ -60,7 +62,7 @@ torch.set_num_threads(1)
 # %%
 QUICK = os.environ.get("DQN_QUICK", "") not in ("", "0")
 GRPO_SECONDS = 2 if QUICK else 60  # GRPO 的墙钟预算（只计训练）
-SFT_SECONDS = 1 if QUICK else 10  # 对照：把多少秒花在继续 SFT 上
+SFT_SECONDS = min(GRPO_SECONDS, 1 if QUICK else 10)  # 对照：把多少秒花在继续 SFT 上（不超过 GRPO 的预算）
 LENGTH_STEPS, LENGTH_EVERY = (4, 4) if QUICK else (40, 5)  # 长度一课：GRPO 步数、每隔几步统计一次
 DPO_STEPS, PPO_STEPS = (5, 5) if QUICK else (40, 40)
 PAIR_PROMPTS = 64 if QUICK else 256  # 造 DPO 偏好对用的提示词数
@@ -69,8 +71,8 @@ PAIR_PROMPTS = 64 if QUICK else 256  # 造 DPO 偏好对用的提示词数
 # ## SFT 热启动
 #
 # 每步 128 道题的监督微调，每 50 步在 200 道训练题上看一次正确率，到 50% 就停：模型学会格式（数字加 EOS）、
-# 答对一部分题，留出提升的空间。训练题按形状均衡地抽（`balanced=True`，`warm_start` 的默认）：`1+1`、`1+2`、`2+1`、`2+2`
-# 四种形状（两个操作数各几位）各占四分之一；留出集是全部题目的均匀样本。为什么这样做，见下面的对照。
+# 答对一部分题，留出提升的空间。训练题按题型均衡地抽（`balanced=True`，`warm_start` 的默认）：`1+1`、`1+2`、`2+1`、`2+2`
+# 四种题型（两个操作数各几位）被抽到的概率各占四分之一；留出集是全部题目的均匀样本。为什么这样做，见下面的对照。
 
 # %%
 t0 = time.perf_counter()
@@ -81,6 +83,7 @@ print("held-out after SFT:", {k: round(v, 3) for k, v in task.evaluate(policy).i
 completions, _, _ = policy.generate(task.heldout_prompts()[:6], greedy=True)
 for p, c in zip(task.heldout_prompts()[:6], completions, strict=True):
     print(f"{decode(p):>8} {decode(c):>4}   (answer {task.answers(p[None])[0]})")
+sft_errors = errors_by_shape(policy, task)  # 按题型：贪心答错的题 / 题数（8 个采样回答全错的题数）
 
 # %% [markdown]
 # ## GRPO：按墙钟时间训练
@@ -98,29 +101,41 @@ for row in curve:
         f"kl {row['kl']:.3f}  entropy {row['entropy']:.3f}  length {row['completion_length']:.2f}"
     )
 balanced_errors = errors_by_shape(policy, task)
-print("wrong / total held-out problems by shape:", balanced_errors)
+print("by shape, after GRPO:", format_errors_by_shape(balanced_errors))
 
 # %% [markdown]
 # ## 对照：均匀地抽题
 #
-# 同一个种子，只把训练题改成在全部训练题里均匀地抽（`balanced=False`）：两个操作数都是两位数的题占八成以上。
-# 同样的热启动规则、同样的 GRPO 预算之后，按形状数一数还答错的题。
+# 同一个种子，只把训练题改成在全部训练题里均匀地抽（`balanced=False`）：两个操作数都是两位数的题占八成以上，
+# 带一位数操作数的题不到两成（比例见本章正文“数据长什么样”）。同样的热启动规则、同样的 GRPO 预算，
+# 在 SFT 之后与 GRPO 之后各按题型数一数：贪心解码答错的题，以及按温度采样 8 个回答、一个也没答对的题
+# （括号里的数）——后者在 GRPO 里就是组内优势全为 0、给不出梯度的组。
 
 # %%
 u_task, u_policy = warm_start(seed=0, balanced=False)
 u_config = grpo_config(max_completion_length=u_task.max_completion_length)
+u_sft_errors = errors_by_shape(u_policy, u_task)
 u_curve = grpo_for_seconds(u_policy, u_task, u_config, marks=(GRPO_SECONDS,))
-print(f"uniform prompts:  held-out accuracy after SFT {u_curve[0]['accuracy']:.3f}, after GRPO {u_curve[-1]['accuracy']:.3f}")
-print(f"balanced prompts: held-out accuracy after SFT {curve[0]['accuracy']:.3f}, after GRPO {curve[-1]['accuracy']:.3f}")
-print("wrong / total by shape, uniform: ", errors_by_shape(u_policy, u_task))
-print("wrong / total by shape, balanced:", balanced_errors)
+for label, c in (("uniform", u_curve), ("balanced", curve)):
+    print(
+        f"{label:>8} prompts: held-out accuracy after SFT {c[0]['accuracy']:.3f}, "
+        f"after {c[-1]['step']} GRPO steps {c[-1]['accuracy']:.3f}"
+    )
+for label, table in (
+    ("uniform, after SFT", u_sft_errors),
+    ("uniform, after GRPO", errors_by_shape(u_policy, u_task)),
+    ("balanced, after SFT", sft_errors),
+    ("balanced, after GRPO", balanced_errors),
+):
+    print(f"{label:>20}: {format_errors_by_shape(table)}")
 
 # %% [markdown]
-# 均匀抽题时，剩下的错误集中在带一位数操作数的题上（`1+2`、`2+1`）：这些题只占训练提示词的一成多，
-# 模型在上面又常常很有把握地答错——一组 8 个回答全错，组内优势全为 0，没有梯度。GRPO 看不见这些错误，也就改不了。
-# 按形状均衡之后，每种形状都有足够多的提示词，其中总有一些组有对有错，这些错误就降下来了。
-# 提示词的分布也是一个要权衡的设计选择：`2+2` 的题在训练提示词里从八成多降到了四分之一，
-# 对比上面两行里 `2+2` 的错误数，就能看到这样做在常见题型上付出了多少（或者没付出什么）。
+# 均匀抽题时（种子 0），GRPO 之后剩下的错误集中在带一位数操作数的题上（`1+2`、`2+1`）。
+# 这些题 GRPO 并非没有采到，只是采到时一组 8 个回答常常全错：看括号里的数，热启动之后，这些题里“8 个回答一个也不对”的比例
+# 比 `2+2` 高得多，这样的组优势全为 0，给不出梯度；而这些题本来就只占提示词的不到两成，有对有错的组就更少了。按题型均衡之后，SFT 与 GRPO 都在这些题上多练了几倍，
+# 全错的组先少了，GRPO 才有东西可学。均衡也有代价：`2+2` 的题在训练提示词里从八成多降到了四分之一，
+# 比较上面 `2+2` 一项就知道这个代价在这里有多大。`1+1` 的题在留出集里只有一两道，它那一项说明不了什么。
+# 这是一个种子；三个种子的对照用 `python benchmarks/tiny_lm.py` 与 `python benchmarks/tiny_lm.py --uniform`。
 
 # %% [markdown]
 # ## 对照：同样的时间花在继续 SFT 上
@@ -219,7 +234,7 @@ for lr, beta in ((5e-4, 0.1), (1e-4, 0.5)):
 # 第一组（学习率大、$\beta$ 小）：偏好对分得很开（`rewards/accuracies` 接近 1），留出集正确率却**大幅下降**。
 # 看 `rewards/chosen`：它是 $\beta$ 倍的 $\log\pi_\theta(y_w) - \log\pi_{\text{ref}}(y_w)$，变成了负数——被选回答的概率
 # 也在下降，只是被拒回答降得更快。第二组（学习率小、$\beta$ 大）走得近得多：`rewards/chosen` 几乎不动，
-# 偏好对照样分开了，留出集正确率却也没有因此上升。DPO 的损失只看两者之差，不管概率质量流向哪里；在这里它流向了两者都不是的其他回答，
+# 偏好对照样分开了，留出集正确率却也没有上升（这里反而略降）。DPO 的损失只看两者之差，不管概率质量流向哪里；在这里它流向了两者都不是的其他回答，
 # 其中大多是错的。这就是文献里的“似然位移”（likelihood displacement）。常见的补救是在 DPO 损失上加一项
 # 被选回答的负对数似然（RPO，TRL 里是 `loss_type=["sigmoid", "sft"]`），或者换成在线方法——下面的 PPO 和上面的 GRPO。
 

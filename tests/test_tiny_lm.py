@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import collections
+import copy
 import math
 
 import pytest
@@ -362,15 +363,22 @@ def test_quick_grpo_improves_held_out_sampled_accuracy_over_the_warm_start(warm)
 
 @pytest.mark.xdist_group("tiny_lm_warm")  # 同一个 worker：模块级热启动只做一次
 def test_errors_by_shape_adds_up_to_the_greedy_accuracy(warm):
-    from rlhf_toy.demos.tiny_lm import errors_by_shape
+    from rlhf_toy.demos.tiny_lm import errors_by_shape, format_errors_by_shape
 
     task, policy = warm
-    table = errors_by_shape(policy, task)
+    table = errors_by_shape(policy, task, num_generations=4)
     assert list(table) == sorted(table) and set(table) <= {"1+1", "1+2", "2+1", "2+2"}
-    assert sum(n for _, n in table.values()) == len(task.heldout)
-    assert all(0 <= w <= n for w, n in table.values())
-    wrong = sum(w for w, _ in table.values())
+    assert sum(v["problems"] for v in table.values()) == len(task.heldout)
+    assert all(0 <= v["wrong"] <= v["problems"] and 0 <= v["all_wrong"] <= v["problems"] for v in table.values())
+    wrong = sum(v["wrong"] for v in table.values())
     assert wrong / len(task.heldout) == pytest.approx(1 - task.evaluate(policy)["accuracy"], abs=1e-6)
+    assert "all wrong" in format_errors_by_shape(table)
+    # 一个正确答案都采不出的策略：每道题都是“组内全错”
+    never = copy.deepcopy(policy)
+    with torch.no_grad():
+        never.head.bias[EOS] = -1e4  # 永远不写 EOS，回答都被截断，奖励全为 0
+    table = errors_by_shape(never, task, num_generations=2)
+    assert all(v["all_wrong"] == v["wrong"] == v["problems"] for v in table.values())
 
 
 @pytest.mark.xdist_group("tiny_lm_warm")  # 同一个 worker：模块级热启动只做一次

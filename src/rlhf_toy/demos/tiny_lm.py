@@ -73,7 +73,7 @@ def warm_start(
 ) -> tuple[AdditionTask, TinyTransformerPolicy]:
     """建任务与模型，并做一段短的 SFT：让模型学会格式、答对一部分题，给强化学习留出提升空间。
 
-    学会进位的时刻因种子而异（损失先停在平台上，然后突然下降），固定步数的热启动有时答对七成、有时不到两成。
+    学会进位的时刻因种子而异（损失先停在平台上，然后突然下降），固定步数的热启动答对的比例因种子而差得很远。
     所以每 `check_every` 步在 200 道**训练**题上看一次贪心正确率，达到 `target_accuracy` 就停
     （留出集不参与这个决定）。快速版与完整版用同一个热启动，只是之后的强化学习短一些。
 
@@ -81,7 +81,7 @@ def warm_start(
         seed: 随机种子（模型初始化、任务的题目划分与抽样都由它决定）。
         target_accuracy: 停止条件（训练题上的贪心正确率）。
         check_every: 每隔几步检查一次。
-        balanced: 训练题是否按形状均衡地抽（见 `AdditionTask` 的 `balanced`；本章默认均衡，原因见 `errors_by_shape`）。
+        balanced: 训练题是否按题型均衡地抽（见 `AdditionTask` 的 `balanced`；本章默认均衡，原因见 `errors_by_shape`）。
         **task_kwargs: 传给 `AdditionTask`，例如 `scratch=4`、`max_completion_length=12`。
 
     Returns:
@@ -107,28 +107,41 @@ def warm_start(
 
 # --8<-- [start:errors_by_shape]
 @torch.no_grad()
-def errors_by_shape(policy: TinyTransformerPolicy, task: AdditionTask) -> dict[str, tuple[int, int]]:
-    """按题目形状（两个操作数各几位，见 `shapes`）统计留出集上贪心解码答错的题。
+def errors_by_shape(
+    policy: TinyTransformerPolicy, task: AdditionTask, num_generations: int = 8
+) -> dict[str, dict[str, int]]:
+    """按题型（两个操作数各几位，见 `shapes`）统计留出集上的错误，以及“组内全错”的题。
 
-    强化学习只能改进它采样到、又有对有错的提示词：一种形状的题在训练提示词里很少，模型又在这些题上“很有把握地”
-    答错时，一组 $G$ 个回答全错，优势全为 0，这些题几乎得不到梯度。按形状统计错误，这种死角一眼就能看出来。
+    强化学习只能改进采样到、又有对有错的提示词。一道题的 $G$ 个回答全错时，组内优势全为 0，这道题给不出梯度；
+    模型在某种题型上很有把握地答错时，这种题就大多是这样。所以这里除了贪心解码答错的题数，
+    还数一数按温度采样 $G$ 个回答、一个也没答对的题数——它们就是 GRPO 里优势全为 0 的组。
 
     Args:
-        policy: 策略。
-        task: 加法任务。
+        policy: 要统计的策略（贪心解码与按温度采样都用它）。
+        task: 加法任务；统计整个留出集。
+        num_generations: 每道题采样几个回答 $G$（与 GRPO 的组大小相同才有意义）。
 
     Returns:
-        `{shape: (答错的题数, 该形状的题数)}`，按形状排序。
+        `{题型: {"problems": 题数, "wrong": 贪心解码答错的题数, "all_wrong": G 个采样回答全错的题数}}`，按题型排序。
     """
     prompts = task.heldout_prompts()
-    completions, _, _ = policy.generate(prompts, greedy=True)
-    wrong = (task.reward(prompts, completions) == 0).tolist()
-    out: dict[str, list[int]] = {}
-    for shape, w in zip(shapes(task.heldout), wrong, strict=True):
-        out.setdefault(shape, [0, 0])
-        out[shape][0] += w
-        out[shape][1] += 1
-    return {k: (v[0], v[1]) for k, v in sorted(out.items())}
+    greedy, _, _ = policy.generate(prompts, greedy=True)
+    wrong = (task.reward(prompts, greedy) == 0).tolist()
+    sampled, _ = policy.sample(prompts, num_generations)
+    rewards = task.reward(prompts.repeat_interleave(num_generations, dim=0), sampled)
+    all_wrong = (rewards.view(len(prompts), num_generations) == 0).all(dim=1).tolist()
+    out: dict[str, dict[str, int]] = {}
+    for shape, w, a in zip(shapes(task.heldout), wrong, all_wrong, strict=True):
+        row = out.setdefault(shape, {"problems": 0, "wrong": 0, "all_wrong": 0})
+        row["problems"] += 1
+        row["wrong"] += w
+        row["all_wrong"] += a
+    return dict(sorted(out.items()))
+
+
+def format_errors_by_shape(table: dict[str, dict[str, int]]) -> str:
+    """把 `errors_by_shape` 的结果写成一行：`题型 答错/题数 (全错 n)`。"""
+    return "  ".join(f"{k} {v['wrong']}/{v['problems']} (all wrong {v['all_wrong']})" for k, v in table.items())
 
 
 # --8<-- [end:errors_by_shape]

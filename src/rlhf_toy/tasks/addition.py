@@ -6,7 +6,7 @@ r"""可验证的序列任务：两位数加法 `"23+58="` → `"81"`，由包自
   并以 EOS 结束时得 1，否则得 0。
 * 可选的草稿区（`scratch > 0`）：回答可以先写任意个 `.` 再写答案（`..65<eos>`），奖励只看 `.` 之后的部分。
   它给回答长度留出变化的空间，用来演示长度归一化带来的长度偏差。
-* 全部 $10^{n}\times 10^{n}$ 道题用固定种子打乱，前 `n_heldout` 道作留出集，只用于评估；训练提示词从其余题目里抽（可以按题目形状均衡地抽，见 `balanced`）。
+* 全部 $10^{n}\times 10^{n}$ 道题用固定种子打乱，前 `n_heldout` 道作留出集，只用于评估；训练提示词从其余题目里抽（可以按题型均衡地抽，见 `balanced`）。
 """
 
 # --8<-- [start:imports]
@@ -85,13 +85,16 @@ def decode(ids: list[int] | Tensor, stop_at_eos: bool = True) -> str:
 
 
 def shapes(problems: Tensor) -> list[str]:
-    """每道题的形状：两个操作数各有几位，例如 `(7, 58)` 是 `"1+2"`。
+    """每道题的题型（shape）：两个操作数各有几位，例如 `(7, 58)` 是 `"1+2"`。
 
     Args:
-        problems: 形状 `(P, 2)` 的整数张量。
+        problems: 形状 `(P, 2)` 的非负整数张量，每行是 `(a, b)`。
 
     Returns:
         长 `P` 的字符串列表。
+
+    Raises:
+        ValueError: `problems` 不是二维张量。
 
     Examples:
         >>> shapes(torch.tensor([[7, 58], [23, 5], [40, 11]]))
@@ -119,8 +122,8 @@ class AdditionTask:
         seed: 打乱题目与抽提示词用的随机种子（任务自带 `torch.Generator`，不影响全局随机数）。
         ramble: SFT 数据里有这个比例的回答只写 `.`、一直写到最大长度（没有答案，也没有 EOS）：
             模拟“想个没完”的坏习惯。这样的回答总是错的，又总是最长的（长度一课用）。0 表示没有；需要 `scratch > 0`。
-        balanced: `True` 时训练题（SFT 与强化学习的提示词）按形状（见 `shapes`）均衡地抽，每种形状的题一样多：
-            两位数加法的 `"1+1"`、`"1+2"`、`"2+1"`、`"2+2"` 各占四分之一。`False` 时在全部训练题里均匀抽，
+        balanced: `True` 时训练题（SFT 与强化学习的提示词）按题型（见 `shapes`）均衡地抽，每种题型被抽到的概率相同：
+            两位数加法的 `"1+1"`、`"1+2"`、`"2+1"`、`"2+2"` 各占四分之一（题数少的题型，每道题被抽到得更频繁）。`False` 时在全部训练题里均匀抽，
             两位数加法里两个操作数都是两位数的题占八成以上。
             留出集不受影响，总是全部题目的均匀样本。
 
@@ -162,7 +165,7 @@ class AdditionTask:
         self.problems = torch.stack([order // base, order % base], dim=1)  # (n_problems, 2)：a, b
         self.heldout, self.train = self.problems[:n_heldout], self.problems[n_heldout:]
         self.balanced = balanced
-        if balanced:  # 每种形状的题被抽到的总概率相同：一道题的权重是 1 / 同形状的题数
+        if balanced:  # 每种题型被抽到的总概率相同：一道题的权重是 1 / 同题型的题数
             labels = shapes(self.train)
             count = Counter(labels)
             self._weights = torch.tensor([1.0 / count[s] for s in labels])
@@ -203,7 +206,17 @@ class AdditionTask:
         return _pad_rows(rows, left=True)[:-1]
 
     def draw(self, n: int) -> Tensor:
-        """从训练集里有放回地抽 `n` 道题（`balanced=True` 时按形状加权），形状 `(n, 2)`。"""
+        """从训练集里有放回地抽 `n` 道题；`balanced=True` 时按题型加权（见 `balanced`）。
+
+        用任务自带的随机数生成器 `self.generator`（会推进它的状态，不影响全局随机数）；
+        `prompts()`、`sft_batch()` 与第 9 章造 DPO 偏好对都通过它抽题。
+
+        Args:
+            n: 题数。
+
+        Returns:
+            形状 `(n, 2)` 的 int64 张量，每行是 `(a, b)`。
+        """
         if self.balanced:
             idx = torch.multinomial(self._weights, n, replacement=True, generator=self.generator)
         else:

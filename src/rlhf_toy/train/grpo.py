@@ -28,7 +28,8 @@ class GRPOConfig:
         beta: KL 系数。
         learning_rate: Adam 学习率。查表策略直接优化 logits，所以可以很大。
         steps: 采样—更新的轮数。
-        num_iterations: 每批样本上的优化步数 $\\mu$；旧策略对数概率在这批内冻结。
+        num_iterations: 每批样本上的优化步数 $\\mu$；旧策略对数概率在这批内冻结。为 1 时不另算旧策略，
+            用 `logps.detach()`（同 TRL），比率恒为 1，`clip_ratio` 恒为 0。
         scale_rewards: 优势的缩放方式，见 `group_advantages`。
         loss_type: 损失汇总方式，见 `aggregate_loss`。
         max_completion_length: `dr_grpo` 的常数分母 $L$（TRL `max_completion_length`）；`None` 表示取本批回答的宽度 `T`。
