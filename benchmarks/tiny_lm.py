@@ -2,7 +2,7 @@
 
     python benchmarks/tiny_lm.py                 # 3 个种子，完整版（每个种子：SFT + 60 秒 GRPO）
     python benchmarks/tiny_lm.py --seeds 0 --quick-only
-    python benchmarks/tiny_lm.py --uniform       # 对照：训练题均匀地抽（不按形状均衡）
+    python benchmarks/tiny_lm.py --uniform       # 对照：训练题均匀地抽（不按题型均衡）
     python benchmarks/tiny_lm.py --length-lesson # 长度一课（ramble=0.2，40 步）：三种 loss_type，每个种子
 
 只计 GRPO 阶段的墙钟时间（不含评估）；同时记录 SFT 用时、快速版（100 步）用时、进程的峰值内存，以及每次计时时
@@ -54,7 +54,7 @@ def main() -> int:
     ap.add_argument(
         "--target", type=float, default=0.5, help="完整版热启动的停止正确率（warm_start 的 target_accuracy）"
     )
-    ap.add_argument("--uniform", action="store_true", help="训练题均匀地抽（不按形状均衡），对照用")
+    ap.add_argument("--uniform", action="store_true", help="训练题均匀地抽（不按题型均衡），对照用")
     ap.add_argument("--length-lesson", action="store_true", help="只跑长度一课（每个种子三种 loss_type）")
     args = ap.parse_args()
     if args.length_lesson:
@@ -103,7 +103,8 @@ def main() -> int:
                 )
                 print(
                     f"seed {seed} full: GRPO {marks} (load at end {row['grpo_load_end']})\n"
-                    "  greedy wrong / problems by shape at the end: " + format_errors_by_shape(row["errors_by_shape"]),
+                    "  by problem type at the end (greedy wrong / problems, all-wrong groups): "
+                    + format_errors_by_shape(row["errors_by_shape"]),
                     flush=True,
                 )
             row["peak_mb"] = peak_mb()
