@@ -102,7 +102,8 @@ def train_grpo(
             )
             logged |= {"frac_reward_zero_std": 1 - keep.float().mean().item(), "effective_batch_size": len(advantages)}
         with torch.no_grad():  # 旧策略与参考模型的对数概率：这一批内固定不变
-            # 每批只更新一次时，旧策略就是更新前的当前策略：省掉这次前向，用 logps.detach()（同 TRL）
+            # 每批只更新一次时，旧策略就是更新前的当前策略：省掉这次前向，old_logps=None 让 grpo_loss
+            # 用 logps.detach()（同 TRL）
             old_logps = policy.logps(group_prompts, completions) if config.num_iterations > 1 else None
             ref_logps = ref_policy.logps(group_prompts, completions) if config.beta > 0 else None
         # 3. 在同一批样本上做 num_iterations 步截断更新（动态采样丢光了所有组时不更新）
@@ -111,7 +112,7 @@ def train_grpo(
             logps = policy.logps(group_prompts, completions)
             loss, metrics = grpo_loss(
                 logps,
-                logps.detach() if old_logps is None else old_logps,
+                old_logps,
                 ref_logps,
                 advantages,
                 mask,
