@@ -36,6 +36,7 @@ def ams_subset() -> bytes:
     font = TTFont(ES5 / AMS, recalcTimestamp=False)
     options = subset.Options(flavor="woff", layout_features=["*"], name_IDs=["*"], glyph_names=True, hinting=True)
     options.notdef_outline = True
+    options.drop_tables += ["FFTM"]  # FontForge's timestamp table: unused, and fontTools logs that it cannot subset it
     subsetter = subset.Subsetter(options)
     subsetter.populate(unicodes=[ord(c) for c in AMS_KEEP])
     subsetter.subset(font)
