@@ -8,6 +8,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+LIBS   := $(VENV)/.installed-libs
 
 export NO_MKDOCS_2_WARNING := 1
 export PYTHONHASHSEED := 0
@@ -23,12 +24,17 @@ $(STAMP): pyproject.toml requirements-lock.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	touch $(STAMP)
 
+# TRL, verl and their pins, for the conformance and claim tests only (make serve does not install them).
+$(LIBS): $(STAMP) requirements-libs.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -c requirements-lock.txt -r requirements-libs.txt
+	touch $(LIBS)
+
 serve: $(STAMP)
 	$(PY) -m mkdocs serve --dev-addr 127.0.0.1:8000
 
 # One intra-op thread: the book's tensors are tiny and threads only fight over the cores (also in
 # notebook kernels and demo subprocesses, which read OMP_NUM_THREADS at start-up).
-test: $(STAMP)
+test: $(STAMP) $(LIBS)
 	OMP_NUM_THREADS=1 MPLBACKEND=Agg $(PY) -m pytest
 
 build: $(STAMP)
