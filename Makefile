@@ -12,9 +12,11 @@ LIBS   := $(VENV)/.installed-libs
 
 export NO_MKDOCS_2_WARNING := 1
 export PYTHONHASHSEED := 0
-# Same digits on every x86 machine: PyTorch's AVX-512 kernels round some sums differently from its AVX2
-# kernels, and the pages print numbers to the last digit (see conftest.py). Ignored with a warning on ARM.
-export ATEN_CPU_CAPABILITY := avx2
+# Same digits on every x86-64 machine: ATen, MKL and oneDNN each pick CPU-specific code at run time, and the
+# pages print numbers to the last digit. The settings live in one file (also read by `import rlhf_toy`);
+# exported here for everything make starts (pytest, notebook kernels, demo subprocesses, benchmarks).
+include src/rlhf_toy/numerics.env
+export $(shell sed -nE 's/^([A-Z_0-9]+)=.*/\1/p' src/rlhf_toy/numerics.env)
 
 .PHONY: serve test build notebooks bench clean
 
@@ -32,10 +34,8 @@ $(LIBS): $(STAMP) requirements-libs.txt
 serve: $(STAMP)
 	$(PY) -m mkdocs serve --dev-addr 127.0.0.1:8000
 
-# One intra-op thread: the book's tensors are tiny and threads only fight over the cores (also in
-# notebook kernels and demo subprocesses, which read OMP_NUM_THREADS at start-up).
 test: $(STAMP) $(LIBS)
-	OMP_NUM_THREADS=1 MPLBACKEND=Agg $(PY) -m pytest
+	MPLBACKEND=Agg $(PY) -m pytest
 
 build: $(STAMP)
 	$(PY) -m mkdocs build --strict

@@ -12,17 +12,17 @@ import io
 import os
 from pathlib import Path
 
-# Pages print numbers to the last digit and the tests compare them. PyTorch picks its vectorised CPU kernels
-# at start-up, and AVX-512 kernels round some reductions differently from AVX2 ones, so the same seed gives
-# a different last digit on a newer CPU. Every x86 machine this book is tested on uses the AVX2 kernels
-# (also set in the Makefile, for notebook builds); it must be set before torch is imported.
-os.environ.setdefault("ATEN_CPU_CAPABILITY", "avx2")
+import markdown
+import pytest
+import pytest_codeblocks.plugin as codeblocks_plugin
+import torch
+from pytest_codeblocks.main import extract_from_buffer
 
-import markdown  # noqa: E402
-import pytest  # noqa: E402
-import pytest_codeblocks.plugin as codeblocks_plugin  # noqa: E402
-import torch  # noqa: E402
-from pytest_codeblocks.main import extract_from_buffer  # noqa: E402
+# Pages print numbers to the last digit and the tests compare them: importing rlhf_toy pins ATen's, MKL's and
+# oneDNN's instruction sets and the thread count (src/rlhf_toy/numerics.env) before any tensor is computed
+# (torch reads them at first use, not at import). The Makefile exports the same settings, so notebook kernels
+# and subprocesses inherit them.
+import rlhf_toy  # noqa: F401  (imported for this side effect)
 
 ROOT = Path(__file__).parent
 

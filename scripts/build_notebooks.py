@@ -20,6 +20,8 @@ from pathlib import Path
 import jupytext
 from nbclient import NotebookClient
 
+from rlhf_toy.numerics import pin_numerics
+
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "notebooks"
 DST = ROOT / "docs" / "notebooks"
@@ -65,6 +67,7 @@ def problems() -> list[str]:
 
 
 def main() -> int:
+    pin_numerics()  # kernels inherit the book's numeric settings (they may import torch before rlhf_toy)
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("names", nargs="*", help="notebook names (default: all)")
     ap.add_argument("--check", action="store_true", help="only check, write nothing")

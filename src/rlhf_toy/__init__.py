@@ -4,6 +4,11 @@
 查表策略（T = 1）与序列模型（T > 1）共用同一份实现。
 """
 
+# 必须在任何张量计算之前：固定 ATen、MKL、oneDNN 的指令集与线程数（见 rlhf_toy.numerics）。
+from rlhf_toy.numerics import pin_numerics
+
+pin_numerics()
+
 from rlhf_toy.advantages import gae_advantages, group_advantages, rloo_advantages, whiten
 from rlhf_toy.dapo import dynamic_sampling_mask, soft_overlong_punishment
 from rlhf_toy.entropy import entropy_from_logits
