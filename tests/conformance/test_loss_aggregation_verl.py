@@ -53,7 +53,9 @@ def test_verl_seq_mean_token_sum_is_T_times_dr_grpo(dtype):
     assert_same(7 * aggregate_loss(per_token_loss, mask, "dr_grpo"), theirs, "T·dr_grpo vs seq-mean-token-sum")
 
 
-@pytest.mark.parametrize(("loss_type", "mode"), [("grpo", "seq-mean-token-mean"), ("dr_grpo", "seq-mean-token-sum-norm")])
+@pytest.mark.parametrize(
+    ("loss_type", "mode"), [("grpo", "seq-mean-token-mean"), ("dr_grpo", "seq-mean-token-sum-norm")]
+)
 def test_empty_rows_counted_by_us_dropped_by_verl(loss_type, mode):
     """By design (docs/grpo-variants.md, “与 TRL / verl 对照”): rlhf_toy and TRL divide by B, counting completions
     whose mask is all zero; verl divides by the number of non-empty completions."""
