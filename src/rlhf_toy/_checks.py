@@ -7,6 +7,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 
@@ -46,6 +48,33 @@ def check_finite(name: str, x: Tensor) -> None:
         raise ValueError(f"{name} 含 {bad} 个非有限值（NaN 或 ±inf）；填充位置也请填有限值，例如 0")
 
 
+def check_finite_inside(name: str, x: Tensor, mask: Tensor) -> None:
+    """`x` 在掩码为 1 的位置不得含 NaN 或 ±inf（填充位置的值不看：汇总时按掩码选取，不相乘）。"""
+    bad = ~torch.isfinite(x) & mask.bool()
+    if bad.any():
+        raise ValueError(f"{name} 在掩码为 1 的位置含 {int(bad.sum())} 个非有限值（NaN 或 ±inf）")
+
+
+def check_float(name: str, x: Tensor) -> None:
+    """`x` 必须是浮点张量（整数奖励求平均时 torch 只会报 `mean(): could not infer output dtype`）。"""
+    if not x.is_floating_point():
+        raise ValueError(f"{name} 应是浮点张量，实际 dtype 是 {x.dtype}；请先转换，例如 {name}.float()")
+
+
+def check_detached(name: str, x: Tensor, why: str) -> None:
+    """`x`（旧策略或参考模型的对数概率）不得带梯度，否则 `why` 里说的梯度恰好抵消为 0、损失在动却什么也学不到。"""
+    if x.requires_grad:
+        raise ValueError(
+            f"{name} 带着梯度（requires_grad=True）：{why}。请在 torch.no_grad() 下计算它，或传入 {name}.detach()"
+        )
+
+
+def check_not_empty(name: str, x: Tensor) -> None:
+    """批大小 `B = x.shape[0]` 必须 ≥ 1：空批次没有可平均的回答。"""
+    if x.shape[0] == 0:
+        raise ValueError(f"{name} 的形状是 {shape_str(x.shape)}：空批次（B = 0）没有可平均的回答")
+
+
 def check_mask(name: str, mask: Tensor, shape, like: str) -> None:
     """掩码形状必须等于 `shape`，且只含 0 和 1。"""
     check_shape(name, mask, shape, like)
@@ -54,9 +83,11 @@ def check_mask(name: str, mask: Tensor, shape, like: str) -> None:
 
 
 def check_nonnegative(name: str, value: float) -> None:
-    """标量超参数（如 `beta`、`epsilon`）必须 ≥ 0，也拒绝 NaN。"""
+    """标量超参数（如 `beta`、`epsilon`、`eps`）必须是有限的数且 ≥ 0；拒绝 NaN 与 inf（`beta=inf` 只会给出 NaN）。"""
     if not value >= 0:  # also rejects NaN
         raise ValueError(f"{name} 应 ≥ 0，实际是 {value}")
+    if not math.isfinite(value):
+        raise ValueError(f"{name} 应是有限数，实际是 {value}")
 
 
 def check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
@@ -66,8 +97,9 @@ def check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
 
 
 def check_groups(rewards: Tensor, num_generations: int) -> None:
-    """`rewards` 是有限的一维 `(B,)`，`num_generations` 是正整数且整除 `B`（每组 G 个回答相邻）。"""
+    """`rewards` 是有限的一维浮点 `(B,)`，`num_generations` 是正整数且整除 `B`（每组 G 个回答相邻）。"""
     check_ndim("rewards", rewards, 1, "(B,)")
+    check_float("rewards", rewards)
     check_finite("rewards", rewards)
     if not isinstance(num_generations, int) or num_generations < 1:
         raise ValueError(f"num_generations 应是正整数，实际是 {num_generations!r}")

@@ -10,7 +10,17 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from rlhf_toy._checks import check_choice, check_finite, check_groups, check_mask, check_ndim, check_shape, check_tensor
+from rlhf_toy._checks import (
+    check_choice,
+    check_finite,
+    check_float,
+    check_groups,
+    check_mask,
+    check_ndim,
+    check_nonnegative,
+    check_shape,
+    check_tensor,
+)
 
 # --8<-- [end:imports]
 
@@ -33,12 +43,14 @@ def group_advantages(rewards: Tensor, num_generations: int, scale_rewards: str =
         eps: 加在标准差上的小常数，TRL 用 `1e-4`（verl 用 `1e-6`）。
 
     Returns:
-        形状 `(B,)` 的优势。组内奖励全部相同时 $\sigma_g = 0$，优势恰好为 0（不会出现 NaN）；
-        `num_generations == 1` 时同样返回 0，与 TRL 一致（verl 此时返回 $r_i$）。
+        形状 `(B,)` 的优势。组内奖励全部相同时优势**恰好**为 0（这样的组最后被置 0）。
+        不这样做，像 `[0.35] * 8` 这种在 float32 里不精确的奖励，均值的舍入误差会被 $1/(\sigma_g+\varepsilon)$
+        放大（`eps=1e-4` 时每个约 3e-4，`eps=1e-8` 时到 0.7）。TRL 与 verl 不做这一步。
+        `num_generations == 1` 时返回 0（TRL 的 `GRPOConfig` 直接拒绝 G < 2，verl 此时返回 $r_i$）。
 
     Raises:
-        ValueError: `rewards` 不是一维、含非有限值，`num_generations` 不是正整数或不整除 `B`，
-            或 `scale_rewards` 未知。
+        ValueError: `rewards` 不是一维浮点张量、含非有限值，`num_generations` 不是正整数或不整除 `B`，
+            `scale_rewards` 未知，或 `eps` 为负或不是有限数。
 
     Examples:
         >>> group_advantages(torch.tensor([1.0, 0.0, 0.0, 0.0]), num_generations=4)
@@ -48,6 +60,7 @@ def group_advantages(rewards: Tensor, num_generations: int, scale_rewards: str =
     """
     check_groups(rewards, num_generations)
     check_choice("scale_rewards", scale_rewards, SCALE_REWARDS)
+    check_nonnegative("eps", eps)
     if num_generations == 1:
         return torch.zeros_like(rewards)
     grouped = rewards.view(-1, num_generations)  # (n_prompts, G)
@@ -56,7 +69,9 @@ def group_advantages(rewards: Tensor, num_generations: int, scale_rewards: str =
         centered = centered / (grouped.std(dim=1, keepdim=True) + eps)
     elif scale_rewards == "batch":
         centered = centered / (rewards.std() + eps)
-    return centered.view(-1)
+    # 组内奖励全相同：恰好为 0（均值的舍入误差不能被 1/(σ+ε) 放大，eps=0 时也不出 0/0）
+    constant = grouped.amax(dim=1, keepdim=True) == grouped.amin(dim=1, keepdim=True)
+    return centered.masked_fill(constant, 0.0).view(-1)
 
 
 # --8<-- [end:group_advantages]
@@ -187,15 +202,17 @@ def whiten(x: Tensor, mask: Tensor, shift_mean: bool = True, eps: float = 1e-8) 
         （`shift_mean=False` 时为原值）；只有一个元素时 $n - 1$ 取 1。
 
     Raises:
-        ValueError: `mask` 形状不符或不是 0/1，`x` 含非有限值。
+        ValueError: `mask` 形状不符或不是 0/1，`x` 不是浮点张量或含非有限值，`eps` 为负或不是有限数。
 
     Examples:
         >>> whiten(torch.tensor([1.0, 2.0, 3.0, 9.0]), torch.tensor([1.0, 1.0, 1.0, 0.0]))
         tensor([-1.,  0.,  1.,  0.])
     """
     check_tensor("x", x)
+    check_float("x", x)
     check_mask("mask", mask, x.shape, like="x")
     check_finite("x", x)
+    check_nonnegative("eps", eps)
     x, mask = x.detach(), mask.to(x.dtype)
     n = mask.sum()
     if n == 0:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from rlhf_toy._checks import check_choice, check_shape, check_tensor
+from rlhf_toy._checks import check_choice, check_detached, check_finite, check_shape, check_tensor
 
 # --8<-- [end:imports]
 
@@ -53,7 +53,8 @@ def kl_estimate(
         形状 `(B, T)` 的逐 token 估计值，单位是 nat。梯度经过 `logps`；填充位置由调用方用 mask 去掉。
 
     Raises:
-        ValueError: 形状不一致，`estimator` 不在 `("k1", "k2", "k3")` 中，或截断阈值不是正数。
+        ValueError: 形状不一致、含 NaN / ±inf（函数不知道哪里是填充，填充处请填有限值），
+            `estimator` 不在 `("k1", "k2", "k3")` 中，或截断阈值不是正数。
 
     Examples:
         >>> import torch
@@ -64,6 +65,8 @@ def kl_estimate(
     """
     check_tensor("logps", logps)
     check_shape("ref_logps", ref_logps, logps.shape, like="logps")
+    check_finite("logps", logps)  # 这里没有掩码：填充位置也请填有限值
+    check_finite("ref_logps", ref_logps)
     check_choice("estimator", estimator, ESTIMATORS)
     _check_clamp("log_ratio_clamp", log_ratio_clamp)
     _check_clamp("value_clamp", value_clamp)
@@ -103,7 +106,7 @@ def importance_corrected_k3(logps: Tensor, ref_logps: Tensor, old_logps: Tensor 
         形状 `(B, T)` 的逐 token 值 $w\,k_3$，梯度经过 $w$ 与 $k_3$ 两处。
 
     Raises:
-        ValueError: 形状不一致。
+        ValueError: 形状不一致、含 NaN / ±inf，或 `old_logps` 带梯度。
 
     Examples:
         >>> import torch
@@ -116,6 +119,8 @@ def importance_corrected_k3(logps: Tensor, ref_logps: Tensor, old_logps: Tensor 
     if old_logps is None:
         old_logps = logps.detach()
     check_shape("old_logps", old_logps, logps.shape, like="logps")
+    check_finite("old_logps", old_logps)
+    check_detached("old_logps", old_logps, "w = exp(logps − old_logps) 对参数的梯度恰好抵消为 0")
     ratio = (logps - old_logps).exp()  # 值是 π_θ/π_old，同策略时恰为 1；梯度照常流过
     return ratio * kl_estimate(logps, ref_logps, "k3")
 

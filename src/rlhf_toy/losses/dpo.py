@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor
 
-from rlhf_toy._checks import check_choice, check_finite, check_ndim, check_nonnegative, check_shape
+from rlhf_toy._checks import check_choice, check_detached, check_finite, check_ndim, check_nonnegative, check_shape
 
 # --8<-- [end:imports]
 
@@ -40,6 +40,8 @@ def _check_dpo_inputs(chosen_logps, rejected_logps, ref_chosen_logps, ref_reject
             continue  # 是否需要参考模型由 _check_reference_and_lengths 按 loss_type 判断
         check_shape(name, x, chosen_logps.shape, like="chosen_logps")
         check_finite(name, x)
+        if name.startswith("ref_"):
+            check_detached(name, x, "参考模型是常数；参考就是策略本身时 DPO 的 logits 与梯度恒为 0")
     check_nonnegative("beta", beta)
 
 
@@ -298,7 +300,7 @@ def dpo_loss(
         `simpo` 没有参考模型，奖励是 $\beta\log\pi_\theta(y)/\lvert y\rvert$（同 TRL `CPOTrainer`）。
 
     Raises:
-        ValueError: 输入不是同形状的一维张量、含非有限值，或 `beta < 0`；未知的 `loss_type`（信息里列出可选值）；
+        ValueError: 输入不是同形状的一维张量、含非有限值、参考模型的对数概率带梯度，或 `beta < 0`；未知的 `loss_type`（信息里列出可选值）；
             选项不相容：`label_smoothing` 不在 $[0, 0.5)$ 内或用在 `hinge`、`ipo`、`sigmoid_norm` 上，
             `ipo`、`simpo` 的 `beta` 不大于 0，`simpo` 给了参考模型或其他类型缺参考模型，
             `sigmoid_norm`、`simpo` 缺长度或其他不归一化的类型给了长度，长度为负。

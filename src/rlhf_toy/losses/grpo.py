@@ -17,7 +17,9 @@ from torch import Tensor
 
 from rlhf_toy._checks import (
     check_choice,
+    check_detached,
     check_finite,
+    check_finite_inside,
     check_mask,
     check_ndim,
     check_nonnegative,
@@ -93,8 +95,11 @@ def sequence_log_ratio(logps: Tensor, old_logps: Tensor, mask: Tensor) -> Tensor
     """
     check_ndim("logps", logps, 2, "(B, T)")
     check_shape("old_logps", old_logps, logps.shape, like="logps")
+    check_detached("old_logps", old_logps, "序列比率对参数的梯度恰好抵消为 0")
     check_mask("mask", mask, logps.shape, like="logps")
-    log_ratio = (logps - old_logps) * mask
+    check_finite_inside("logps", logps, mask)
+    check_finite_inside("old_logps", old_logps, mask)
+    log_ratio = torch.where(mask.bool(), logps - old_logps, 0.0)  # 选取，不相乘：填充处的 NaN 进不来
     return (log_ratio.sum(-1) / mask.sum(-1).clamp(min=1.0)).unsqueeze(-1)
 
 
@@ -104,10 +109,14 @@ def sequence_log_ratio(logps: Tensor, old_logps: Tensor, mask: Tensor) -> Tensor
 def _check_grpo_inputs(logps, old_logps, ref_logps, advantages, mask, beta, epsilon, epsilon_high) -> None:
     check_ndim("logps", logps, 2, "(B, T)")
     check_finite("logps", logps)
-    for name, x in (("old_logps", old_logps), ("ref_logps", ref_logps)):
+    for name, x, why in (
+        ("old_logps", old_logps, "比率 exp(logps − old_logps) 对参数的梯度恰好抵消为 0"),
+        ("ref_logps", ref_logps, "KL 惩罚的梯度会流进参考模型（参考就是策略本身时恰为 0）"),
+    ):
         if x is not None:
             check_shape(name, x, logps.shape, like="logps")
             check_finite(name, x)
+            check_detached(name, x, why)
     check_mask("mask", mask, logps.shape, like="logps")
     if advantages.dim() == 1:
         check_shape("advantages", advantages, logps.shape[:1], like="logps 的第 0 维")
@@ -179,6 +188,7 @@ def grpo_loss(
     check_choice("importance_sampling_level", importance_sampling_level, IMPORTANCE_SAMPLING_LEVELS)
     if old_logps is None:
         old_logps = logps.detach()
+    advantages = advantages.detach()  # 优势是常数（同 ppo_policy_loss、reinforce_loss）
     adv = advantages.unsqueeze(-1) if advantages.dim() == 1 else advantages
     per_sequence = importance_sampling_level == "sequence"
     if per_sequence:  # GSPO：每条回答一个比率 s_i，形状 (B, 1)

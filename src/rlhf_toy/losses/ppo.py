@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from rlhf_toy._checks import check_finite, check_mask, check_ndim, check_nonnegative, check_shape
+from rlhf_toy._checks import check_detached, check_finite, check_mask, check_ndim, check_nonnegative, check_shape
 from rlhf_toy.kl import kl_estimate
 from rlhf_toy.losses.aggregate import masked_mean
 from rlhf_toy.losses.grpo import clipped_surrogate
@@ -54,11 +54,12 @@ def ppo_policy_loss(
         `policy/approxkl_k3`（$\overline{(w - 1) - \log w}$），两者都估计 $\mathrm{KL}(\pi_{old}\,\|\,\pi_\theta)$。
 
     Raises:
-        ValueError: 形状不符、含非有限值、`mask` 不是 0/1，或 `epsilon < 0`。
+        ValueError: 形状不符、含非有限值、`old_logps` 带梯度、`mask` 不是 0/1，或 `epsilon < 0`。
     """
     check_ndim("logps", logps, 2, "(B, T)")
     check_finite("logps", logps)
     _check_same("old_logps", old_logps, logps, "logps")
+    check_detached("old_logps", old_logps, "比率 exp(logps − old_logps) 对参数的梯度恰好抵消为 0")
     _check_same("advantages", advantages, logps, "logps")
     check_mask("mask", mask, logps.shape, like="logps")
     check_nonnegative("epsilon", epsilon)
