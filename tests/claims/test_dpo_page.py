@@ -1,0 +1,54 @@
+"""docs/dpo.md: what the page says about TRL's DPOTrainer, checked against the pinned TRL."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from pinned import default_config, source
+from trl import DPOConfig
+from trl.trainer.dpo_trainer import DPOTrainer
+
+
+def test_dpo_config_defaults():
+    # dpo.md “与论文 / TRL 的差异”: “β 默认 0.1，与 TRL DPOConfig 相同”, “TRL 默认（False）在每一步用参考模型重新前向”
+    # (precompute_ref_log_probs), “默认学习率 10^-6”; the default loss is sigmoid.
+    args = default_config(DPOConfig)
+    assert args.beta == 0.1
+    assert args.precompute_ref_log_probs is False
+    assert args.learning_rate == 1e-6
+    assert args.loss_type == ["sigmoid"] and args.label_smoothing == 0.0
+
+
+def test_sigmoid_loss_has_no_label_smoothing():
+    # dpo.md “sigmoid 损失没有标签平滑。TRL 当前版本 loss_type="sigmoid" 就是式 (dpo-loss)” (the value is compared
+    # with rlhf_toy in tests/conformance/test_dpo_loss_trl.py::test_trl_sigmoid_ignores_label_smoothing).
+    assert 'if loss_type == "sigmoid": per_sequence_loss = -F.logsigmoid(self.beta * delta_score) elif' in source(
+        DPOTrainer._compute_loss
+    )
+
+
+def test_sequence_log_prob_is_the_masked_sum():
+    # dpo.md: “TRL DPOTrainer 把回答部分逐 token 对数概率在掩码内求和”.
+    assert "logps = per_token_logps.sum(dim=1) # sum over sequence length" in source(DPOTrainer._compute_loss)
+
+
+def test_rewards_metrics_names_and_definitions():
+    # dpo.md, the table of the four metrics: “四个指标的定义与 TRL DPOTrainer 完全相同”; accuracy is a strict >.
+    text = source(DPOTrainer._compute_loss)
+    assert "chosen_rewards = self.beta * chosen_logratios.detach()" in text
+    assert "rejected_rewards = self.beta * rejected_logratios.detach()" in text
+    assert "reward_accuracies = (chosen_rewards > rejected_rewards).float()" in text
+    assert "margins = chosen_rewards - rejected_rewards" in text
+    for name in ("rewards/chosen", "rewards/rejected", "rewards/accuracies", "rewards/margins"):
+        assert f'self._metrics[mode]["{name}"]' in text
+
+
+def test_metrics_are_logged_every_ten_steps():
+    # dpo.md: the step-1 row of the book's history; TRL logs every logging_steps=10 steps, averaged since the
+    # last log, so a TRL user never sees a step-1 row.
+    assert default_config(DPOConfig).logging_steps == 10
+
+
+def test_reference_free_is_gone():
+    # dpo.md: “TRL 里这叫 reference_free”: no such DPOConfig field in TRL 1.16 (it was removed in v0.29).
+    assert "reference_free" not in {field.name for field in dataclasses.fields(DPOConfig)}
