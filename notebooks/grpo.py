@@ -27,6 +27,11 @@ import sys
 if importlib.util.find_spec("rlhf_toy") is None:
     source = os.environ.get("RLHF_TOY_SOURCE", "git+https://github.com/rlhf-toy/rlhf-toy")
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", source], check=True)
+    importlib.invalidate_caches()
+
+# 导入 rlhf_toy 时，它在任何张量计算之前固定 CPU 指令集与线程数（见 rlhf_toy.numerics），所以这一格要最先运行。
+# 在 x86-64 上，训练过程打印的数字与网页逐位相同；在 ARM 笔记本或换了 torch 版本（例如 Colab 自带的）时可能不同。
+import rlhf_toy  # noqa: E402, F401
 
 # %% [markdown]
 # ## 训练：每批样本更新一次与两次
