@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from pinned import DOCS, LIBS, LOCK
+from .pinned import DOCS, LIBS, LOCK
 
 LIBRARY_NAMES = r"(?:TRL|trl|verl|OpenRLHF|transformers|accelerate|datasets)"
 VERSION = re.compile(rf"(?:\bv(\d+\.\d+(?:\.\d+)?)\b|{LIBRARY_NAMES}\s+v?(\d+\.\d+(?:\.\d+)?)\b)")

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 import trl
-from pinned import config, default_config, module_exists, source
 from trl import GRPOConfig, GRPOTrainer
+
+from .pinned import config, default_config, module_exists, source
 
 
 def test_frac_reward_zero_std_is_logged():

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from pinned import default_config, source
 from trl import DPOConfig
 from trl.trainer.dpo_trainer import DPOTrainer
+
+from .pinned import default_config, source
 
 
 def test_dpo_config_defaults():

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import re
 
-from pinned import default_config, module_exists, source
 from trl.experimental.cpo import CPOConfig, CPOTrainer
 from trl.trainer.dpo_trainer import DPOTrainer
+
+from .pinned import default_config, module_exists, source
 
 TRL_DPO_LOSS_TYPES = {
     "sigmoid",

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from importlib.metadata import version
 
-from pinned import LIBS, LOCK, ROOT
+from .pinned import LIBS, LOCK, ROOT
 
 
 def test_pinned_library_versions_are_installed():

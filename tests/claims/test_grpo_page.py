@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 import trl.trainer.utils as trl_utils
-from pinned import config, default_config, source
 from trl import GRPOConfig, GRPOTrainer
+
+from .pinned import config, default_config, source
 
 
 def test_grpo_config_defaults():

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import torch
 import verl.trainer.ppo.core_algos as core_algos
-from pinned import default_config, module_exists, source
 from trl import GRPOConfig, GRPOTrainer
 from trl.rewards import get_soft_overlong_punishment
 from verl.trainer.config import AlgoConfig
 from verl.workers.config import ActorConfig
+
+from .pinned import default_config, module_exists, source
 
 BOOK_LOSS_TYPES = {"grpo", "bnpo", "dr_grpo", "dapo"}
 TRL_ONLY_LOSS_TYPES = {"cispo", "sapo", "luspo", "vespo"}  # TRL 1.16 loss types rlhf_toy does not implement

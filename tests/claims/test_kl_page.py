@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import torch
 import verl.trainer.ppo.core_algos as core_algos
-from pinned import default_config, source
 from trl import GRPOConfig, GRPOTrainer, RLOOConfig
 from verl.trainer.config import AlgoConfig
 from verl.workers.config import ActorConfig
+
+from .pinned import default_config, source
 
 
 def test_trl_grpo_kl_defaults():

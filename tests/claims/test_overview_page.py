@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from pinned import default_config, source
 from trl import DPOConfig, GRPOConfig, GRPOTrainer
+
+from .pinned import default_config, source
 
 
 def test_grpo_defaults_to_no_kl_and_no_reference_model():

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from pinned import config, default_config, source
 from trl import RLOOConfig, RLOOTrainer
+
+from .pinned import config, default_config, source
 
 
 def test_rloo_config_defaults():

@@ -6,8 +6,9 @@ import torch
 import trl
 import verl.trainer.ppo.core_algos as core_algos
 import verl.utils.torch_functional as verl_functional
-from pinned import module_exists, module_source, source
 from verl.trainer.config import AlgoConfig
+
+from .pinned import module_exists, module_source, source
 
 
 def test_trl_has_no_ppo_trainer():

@@ -5,10 +5,11 @@ from __future__ import annotations
 import inspect
 
 import torch
-from pinned import default_config, source
 from transformers import Qwen2Config, Qwen2ForCausalLM
 from trl import GRPOConfig, GRPOTrainer
 from trl.trainer.utils import add_fused_lm_head
+
+from .pinned import default_config, source
 
 
 def test_chapter_config_is_trl_default():

@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 import torch
 import verl.trainer.ppo.core_algos as core_algos
-from same_inputs import DTYPES, SEEDS, assert_same, group_rewards
 
 from rlhf_toy import group_advantages, rloo_advantages
+
+from .same_inputs import DTYPES, SEEDS, assert_same, group_rewards
 
 
 def verl_outcome(estimator, rewards: torch.Tensor, num_generations: int, **kwargs) -> torch.Tensor:

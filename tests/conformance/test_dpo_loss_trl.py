@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from same_inputs import DTYPES, SEEDS, assert_same
-from trl_private import trl_dpo_loss
 
 from rlhf_toy import dpo_loss
+
+from .same_inputs import DTYPES, SEEDS, assert_same
+from .trl_private import trl_dpo_loss
 
 PROMPT, SEQUENCE = 3, 9  # tokens in the prompt and in prompt + completion
 LENGTH_NORMALIZED = ("ipo", "sigmoid_norm")  # TRL divides each log-ratio by the completion length

@@ -10,10 +10,11 @@ import itertools
 
 import pytest
 import torch
-from same_inputs import DTYPES, SEEDS, assert_same, token_batch
-from trl_private import trl_grpo_loss
 
 from rlhf_toy import grpo_loss, importance_corrected_k3
+
+from .same_inputs import DTYPES, SEEDS, assert_same, token_batch
+from .trl_private import trl_grpo_loss
 
 LOSS_TYPES = ["grpo", "bnpo", "dr_grpo", "dapo"]
 SETTINGS = list(itertools.product([0.0, 0.04], [None, 0.28], ["on_policy", "off_policy"]))

@@ -11,10 +11,11 @@ from __future__ import annotations
 import pytest
 import torch
 import verl.trainer.ppo.core_algos as core_algos
-from same_inputs import DTYPES, SEEDS, assert_same, token_batch
-from test_ppo_verl import actor_config
 
 from rlhf_toy import grpo_loss, sequence_log_ratio
+
+from .same_inputs import DTYPES, SEEDS, assert_same, token_batch
+from .test_ppo_verl import actor_config
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 import verl.trainer.ppo.core_algos as core_algos
-from same_inputs import DTYPES, SEEDS, assert_same, token_batch
 
 from rlhf_toy import kl_estimate
+
+from .same_inputs import DTYPES, SEEDS, assert_same, token_batch
 
 # verl's names for our estimators; k1 and k2 are never clamped in verl, k3 ("low_var_kl") always is
 VERL_NAMES = {"k1": ["kl", "k1"], "k2": ["mse", "k2"], "k3": ["low_var_kl", "k3"]}

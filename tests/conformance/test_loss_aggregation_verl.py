@@ -9,9 +9,10 @@ from __future__ import annotations
 import pytest
 import torch
 import verl.trainer.ppo.core_algos as core_algos
-from same_inputs import DTYPES, SEEDS, assert_same, holes_mask, right_padded_mask
 
 from rlhf_toy import aggregate_loss
+
+from .same_inputs import DTYPES, SEEDS, assert_same, holes_mask, right_padded_mask
 
 PAIRS = [  # (loss_type, verl loss_agg_mode, max_completion_length / loss_scale_factor)
     ("bnpo", "token-mean", None),

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from same_inputs import assert_same
 from trl.rewards import get_soft_overlong_punishment
 
 from rlhf_toy import soft_overlong_punishment
+
+from .same_inputs import assert_same
 
 
 @pytest.mark.parametrize(("max_completion_len", "soft_punish_cache"), [(20, 5), (20, 0), (20, 20), (20480, 4096)])

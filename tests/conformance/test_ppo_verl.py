@@ -7,11 +7,12 @@ import pytest
 import torch
 import verl.trainer.ppo.core_algos as core_algos
 import verl.utils.torch_functional as verl_functional
-from same_inputs import DTYPES, SEEDS, assert_same, holes_mask, right_padded_mask, token_batch
 from verl.workers.config import ActorConfig
 
 from rlhf_toy import aggregate_loss, gae_advantages, ppo_policy_loss, ppo_value_loss, whiten
 from rlhf_toy.losses.grpo import clipped_surrogate
+
+from .same_inputs import DTYPES, SEEDS, assert_same, holes_mask, right_padded_mask, token_batch
 
 NO_DUAL_CLIP = 1e9  # verl's clip_ratio_c (dual clip for A < 0); this large it never bites
 

@@ -10,10 +10,11 @@ import types
 
 import pytest
 import torch
-from same_inputs import DTYPES, SEEDS, assert_same
 from trl.experimental.cpo import CPOTrainer
 
 from rlhf_toy import dpo_loss
+
+from .same_inputs import DTYPES, SEEDS, assert_same
 
 
 def trl_simpo(chosen_avg_logps, rejected_avg_logps, beta, simpo_gamma, label_smoothing):
