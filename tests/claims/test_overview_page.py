@@ -1,35 +1,91 @@
-"""docs/overview.md: what the page says about TRL, checked against the pinned TRL."""
+"""docs/overview.md: what chapter 1 says about TRL and verl, checked against the pinned TRL 1.16.0 and verl 0.9.1."""
 
 from __future__ import annotations
 
-from trl import DPOConfig, GRPOConfig, GRPOTrainer
+import inspect
+
+import verl.trainer.ppo.core_algos as core_algos
+from transformers import Trainer
+from trl import DPOConfig, DPOTrainer, GRPOConfig, GRPOTrainer
+from verl.trainer.config import AlgoConfig
 
 from .pinned import default_config, source
 
 
 def test_grpo_defaults_to_no_kl_and_no_reference_model():
-    # overview.md: “TRL 的 GRPO 现在默认 β = 0，这时连参考模型都不加载”.
-    assert default_config(GRPOConfig).beta == 0.0
+    # overview.md “四个模型”: “TRL 1.16.0 的 `GRPOConfig` 默认 `beta=0.0`，这时连参考模型都不加载”; “运行结果”:
+    # “TRL 1.16.0 的默认是 β = 0、`num_iterations=1`、`loss_type="dapo"`”.
+    args = default_config(GRPOConfig)
+    assert (args.beta, args.num_iterations, args.loss_type) == (0.0, 1, "dapo")
     assert "if self.beta == 0.0: # If beta is 0.0, the reference model is not needed self.ref_model = None" in source(
         GRPOTrainer.__init__
     )
 
 
 def test_trl_logs_the_sampled_reward_as_reward():
-    # overview.md: “TRL 的日志里只有这个采样估计，名字就叫 reward”.
+    # overview.md: “TRL 的日志里只有这个采样估计，名字就叫 `reward`”.
     assert 'self._metrics[mode]["reward"].append(torch.nanmean(rewards).item())' in source(GRPOTrainer)
 
 
 def test_history_keys_are_trl_metric_names():
-    # overview.md: “键名与 TRL 的日志相同（reward、kl、clip_ratio、loss、rewards/margins 等）”: TRL 1.16's GRPO logs
-    # clip_ratio/region_mean (plus low_mean/high_mean), not a plain clip_ratio; the book's clip_ratio is region_mean.
+    # overview.md “运行结果”: the history keys “与 TRL 的日志同名（`reward`、`kl`、`loss`、`rewards/margins` 等）；
+    # 本书的 `clip_ratio` 对应 TRL 1.16.0 的 `clip_ratio/region_mean`，TRL 另记 `/low_mean` 与 `/high_mean`；
+    # TRL 只在 β ≠ 0 时记 `kl`”.
     grpo = source(GRPOTrainer)
-    for name in ("reward", "kl", "clip_ratio/region_mean"):
+    for name in ("reward", "kl", "clip_ratio/region_mean", "clip_ratio/low_mean", "clip_ratio/high_mean"):
         assert f'self._metrics[mode]["{name}"]' in grpo
     assert 'self._metrics[mode]["clip_ratio"]' not in grpo
+    assert 'if self.beta != 0.0: self._metrics[mode]["kl"].append(' in source(GRPOTrainer._compute_loss)
+    assert 'self._metrics[mode]["rewards/margins"]' in source(DPOTrainer)
+    assert 'logs["loss"] =' in source(Trainer._maybe_log_save_evaluate)
     assert default_config(DPOConfig).loss_type == ["sigmoid"]
 
 
 def test_loss_type_is_the_option_for_the_denominator():
-    # overview.md: “逐 token 损失按什么分母平均（TRL 的 loss_type）”.
+    # overview.md: “逐 token 损失按什么分母平均（TRL 的 `loss_type`）”.
     assert "loss_type" in GRPOConfig.__dataclass_fields__
+
+
+def test_verl_policy_losses_take_per_token_tensors_and_a_mask():
+    # overview.md “语言模型就是策略”: “本书的策略损失……与 verl `core_algos` 里策略损失函数的接口相同
+    # （`old_log_prob`、`log_prob`、`advantages`、`response_mask`）”.
+    params = list(inspect.signature(core_algos.compute_policy_loss_vanilla).parameters)
+    assert params[:4] == ["old_log_prob", "log_prob", "advantages", "response_mask"]
+
+
+def test_trl_losses_are_trainer_methods_that_compute_per_token_logps():
+    # overview.md: “TRL 没有独立的损失函数：损失写在各 Trainer 的 `_compute_loss(model, inputs)` 里，
+    # 内部同样先算出逐 token 对数概率”.
+    assert list(inspect.signature(GRPOTrainer._compute_loss).parameters) == ["self", "model", "inputs"]
+    assert list(inspect.signature(DPOTrainer._compute_loss).parameters)[:3] == ["self", "model", "inputs"]
+    assert "per_token_logps" in source(GRPOTrainer._compute_loss)
+    assert "logps = per_token_logps.sum(dim=1)" in source(DPOTrainer._compute_loss)
+
+
+def test_reference_model_is_a_fresh_copy_of_the_policy_checkpoint():
+    # overview.md “玩具在哪里做了简化”: “TRL 的 GRPOTrainer、DPOTrainer 在没有另给参考模型时，从策略模型的同一个
+    # 检查点再加载一份作参考模型”.
+    assert "create_model_from_path(get_config_model_id(self.model.config)" in source(GRPOTrainer.__init__)
+    assert "ref_model_path = get_config_model_id(self.model.config)" in source(DPOTrainer.__init__)
+
+
+def test_dpo_can_precompute_reference_logps():
+    # overview.md “四个模型”: “参考模型的对数概率还可以事先算好（TRL `DPOConfig(precompute_ref_log_probs=True)`，
+    # 这时训练中不加载参考模型）”.
+    assert default_config(DPOConfig).precompute_ref_log_probs is False
+    assert "args.precompute_ref_log_probs and not self.is_fsdp_enabled" in source(DPOTrainer.__init__)
+
+
+def test_grpo_puts_k3_in_the_loss():
+    # overview.md “玩具在哪里做了简化”: “GRPO 把 k3 放进损失（TRL 的 GRPOTrainer 也是这样）”.
+    loss = source(GRPOTrainer._compute_loss)
+    assert (
+        "per_token_kl = ( torch.exp(ref_per_token_logps - per_token_logps) - (ref_per_token_logps - per_token_logps) - 1 )"
+        in loss
+    )
+    assert "per_token_loss = per_token_loss + self.beta * per_token_kl" in loss
+
+
+def test_verl_discount_defaults_to_one():
+    # overview.md table “标准强化学习与 RLHF”: “折扣 γ 通常取 1（verl 0.9.1 的 `algorithm.gamma` 默认 1.0）”.
+    assert AlgoConfig().gamma == 1.0

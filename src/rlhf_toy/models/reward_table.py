@@ -36,7 +36,7 @@ class TableRewardModel(nn.Module):
         self.table = nn.Parameter(torch.zeros(n_prompts, n_answers))
 
     def forward(self, prompts: Tensor, completions: Tensor) -> Tensor:
-        """每条回答的分数 $r_\\phi(x, y)$，带梯度。
+        r"""每条回答的分数 $r_\phi(x, y)$，带梯度。
 
         Args:
             prompts: 提示词下标，形状 `(B,)`，整数。

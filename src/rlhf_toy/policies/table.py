@@ -70,14 +70,14 @@ class TablePolicy(nn.Module):
         return completions, torch.ones(completions.shape)
 
     def logps(self, prompts: Tensor, completions: Tensor) -> Tensor:
-        """回答的对数概率，形状 `(B, 1)`，带梯度。
+        r"""回答的对数概率，形状 `(B, 1)`，带梯度。
 
         Args:
             prompts: 提示词下标，形状 `(B,)`。
             completions: 回答，形状 `(B, 1)`。
 
         Returns:
-            $\\log\\pi_\\theta(y\\mid x)$，形状 `(B, 1)`。
+            $\log\pi_\theta(y\mid x)$，形状 `(B, 1)`。
 
         Raises:
             ValueError: 形状不符。
@@ -86,7 +86,7 @@ class TablePolicy(nn.Module):
         return F.log_softmax(self.logits, dim=-1)[prompts].gather(1, completions)
 
     def entropy(self, prompts: Tensor, completions: Tensor) -> Tensor:
-        """每个回答位置上整个回答分布的熵 $H(\\pi_\\theta(\\cdot\\mid x))$，形状 `(B, 1)`，带梯度。
+        r"""每个回答位置上整个回答分布的熵 $H(\pi_\theta(\cdot\mid x))$，形状 `(B, 1)`，带梯度。
 
         Args:
             prompts: 提示词下标，形状 `(B,)`。

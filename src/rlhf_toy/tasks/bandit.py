@@ -129,7 +129,7 @@ class BanditTask:
         return {"success_prob": self.success_prob(policy)}
 
     def success_prob(self, policy: TablePolicy) -> float:
-        """真实期望奖励：策略给正确回答的平均概率 $\\frac1N\\sum_x \\pi(y^*_x\\mid x)$。
+        r"""真实期望奖励：策略给正确回答的平均概率 $\frac1N\sum_x \pi(y^*_x\mid x)$。
 
         Args:
             policy: 有 `probs()` 方法的查表策略。
