@@ -4,7 +4,8 @@ with a reason.
 Rule for pages (prose outside fenced code blocks): a release version of TRL, verl, OpenRLHF, transformers,
 accelerate or datasets — written `v0.28`, `v1.4.0`, or after the library's name, as in `TRL 1.16.0` — must either
 be the pinned version (requirements-libs.txt), or stand in a paragraph, list item or table row (with its table's
-header row) that says why an older version is named: one of the words 起、以前、之前、以后、引入、加入、移除、
+header row) that contrasts it with the pinned version (names that too) or says why an older version is named: one
+of the words 起、以前、之前、以后、引入、加入、移除、
 删除、升级、重构、当前版本、历史、改为、曾, or a version range such as `v0.17–v0.21`. Commit hashes are sources,
 not versions, and are not checked here.
 """
@@ -65,7 +66,8 @@ def unexplained_versions(text: str, name: str = "") -> list[str]:
     for number, unit in prose_units(text):
         for match in VERSION.finditer(unit):
             named = match[1] or match[2]
-            if named not in PINNED and not REASON.search(unit):
+            names_pinned = any((m[1] or m[2]) in PINNED for m in VERSION.finditer(unit))
+            if named not in PINNED and not names_pinned and not REASON.search(unit):
                 if any(page == name and named == v and phrase in unit for page, v, phrase in PENDING):
                     continue
                 found.append(f"line {number}: {named!r} in “{unit[:120]}”")
@@ -87,6 +89,7 @@ def test_version_rule_accepts_history_and_rejects_a_bare_old_version():
     assert unexplained_versions("```python\n# v0.28 的做法\n```") == []
     assert len(unexplained_versions("TRL v0.28 的默认是 `beta=0.04`。")) == 1
     assert len(unexplained_versions("在 TRL 0.19.1 上运行。")) == 1
+    assert unexplained_versions("v0.28 除以掩码之和，TRL 1.16.0 截到至少 1。") == []
 
 
 def test_home_page_names_the_pinned_versions():
