@@ -86,7 +86,8 @@ def rloo_advantages(rewards: Tensor, num_generations: int) -> Tensor:
     $$\hat A_i = r_i - \frac{1}{k-1}\sum_{j\ne i} r_j = \frac{k}{k-1}\big(r_i - \bar r\big),$$
 
     $k$ 是组大小（`num_generations`），$\bar r$ 是组内平均。代码用右边的形式，与 verl
-    `compute_rloo_outcome_advantage`、TRL `RLOOTrainer` 相同。
+    `compute_rloo_outcome_advantage` 相同；TRL `RLOOTrainer` 用左边的形式（逐个减去其余回答的平均），
+    并把所有奖励函数都返回 None 的回答排除在基线之外（分母是可打分回答数 − 1）。奖励全部有值时两者相等。
 
     Args:
         rewards: 每个回答的标量奖励，形状 `(B,)`，浮点；同一提示词的 `num_generations` 个回答相邻。

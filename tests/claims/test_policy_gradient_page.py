@@ -3,24 +3,30 @@
 from __future__ import annotations
 
 import pytest
-from trl import RLOOConfig, RLOOTrainer
+from trl import GRPOTrainer, RLOOConfig, RLOOTrainer
 
-from .pinned import config, default_config, source
+from .pinned import config, default_config, module_source, source
 
 
 def test_rloo_config_defaults():
-    # policy-gradient.md: “β 是 KL 系数（beta，TRL 默认 0.05）”, “按 TRL RLOOConfig 的默认取 β = 0.05”, and the table
-    # row “TRL num_generations=2”.
+    # policy-gradient.md: “β 是 KL 系数（beta，TRL 默认 0.05）”, “β 取 TRL RLOOConfig 的默认 0.05；k = 4 是本书的默认
+    # （TRL 默认 num_generations=2）”, and the table row “TRL num_generations=2”.
     args = default_config(RLOOConfig)
     assert (args.beta, args.num_generations) == (0.05, 2)
+    assert args.learning_rate == 1e-6  # table row 优化: “学习率 10^-6 量级”
 
 
 def test_rloo_config_refuses_one_generation():
-    # policy-gradient.md, “组内只有 1 个回答时 … TRL 此时除以 k−1 = 0 得到 NaN 再置 0”: TRL 1.16 does not get there,
-    # RLOOConfig raises; only evaluation with num_generations_eval=1 reaches the zero-std branch.
+    # policy-gradient.md, “组内只有 1 个回答时 … TRL 的 RLOOConfig 直接拒绝 num_generations < 2 … 只有评估时
+    # num_generations_eval=1 才会走到 k = 1，那时 TRL 把优势置 0”.
     with pytest.raises(ValueError, match="RLOO requires at least 2 generations per prompt"):
         config(RLOOConfig, num_generations=1)
-    assert "doesn't occur during training, but could occur in eval when num_generations_eval=1" in source(RLOOTrainer)
+    text = source(RLOOTrainer)
+    assert "doesn't occur during training, but could occur in eval when num_generations_eval=1" in text
+    assert (
+        "else: # this case doesn't occur during training, but could in eval when num_generations_eval=1 "
+        "advantages = torch.zeros_like(rewards)" in text
+    )
 
 
 def test_rloo_kl_goes_into_the_sequence_reward():
@@ -34,6 +40,10 @@ def test_rloo_loss_uses_a_sequence_level_ratio():
     assert "logps = (per_token_logps * completion_mask).sum(1)" in text
     assert "log_ratio = logps - old_logps" in text
     assert "coef_2 = torch.clamp(coef_1, 1 - self.epsilon_low, 1 + self.epsilon_high)" in text
+    # “−min(w_i Â_i, clip(w_i) Â_i) 的批平均”
+    assert (
+        "per_sequence_loss = -torch.min(per_sequence_loss1, per_sequence_loss2) loss = per_sequence_loss.mean()" in text
+    )
 
 
 def test_rloo_logged_kl_is_a_token_mean():
@@ -42,3 +52,65 @@ def test_rloo_logged_kl_is_a_token_mean():
         'torch.stack([(per_token_kl * completion_mask).sum(), completion_mask.sum().float()]), reduction="sum" ) '
         'self._metrics[mode]["kl"].append((kl_stats[0] / kl_stats[1].clamp(min=1.0)).item())' in source(RLOOTrainer)
     )
+
+
+def test_rloo_baseline_is_the_explicit_leave_one_out_form():
+    # advantages.py rloo_advantages docstring (shown on the page): “TRL RLOOTrainer 用左边的形式（逐个减去其余回答的
+    # 平均），并把所有奖励函数都返回 None 的回答排除在基线之外（分母是可打分回答数 − 1）”.
+    text = source(RLOOTrainer)
+    assert "unscorable_mask = torch.isnan(rewards_per_func).all(dim=1)" in text
+    assert "rewards[unscorable_mask] = torch.nan" in text
+    assert "scorable_counts = (~torch.isnan(grouped_rewards)).sum(dim=1, keepdim=True)" in text
+    assert "grouped_sum = torch.nansum(grouped_rewards, dim=1, keepdim=True)" in text
+    assert "baselines = (grouped_sum - grouped_rewards) / (scorable_counts - 1)" in text
+    assert "advantages = rewards - baselines" in text
+
+
+def test_verl_rloo_is_the_k_over_k_minus_1_form_and_a_group_of_one_keeps_r():
+    # advantages.py docstring: “代码用右边的形式，与 verl compute_rloo_outcome_advantage 相同”; page: “verl 对单个回答的
+    # 组返回 r_i” (id2mean = 0 and no rescaling when response_num == 1).
+    text = module_source("verl.trainer.ppo.core_algos")
+    assert (
+        "scores[i] = scores[i] * response_num / (response_num - 1) - id2mean[index[i]] * response_num / "
+        "( response_num - 1 )" in text
+    )
+    assert "if len(id2score[idx]) == 1: id2mean[idx] = torch.tensor(0.0)" in text
+    assert "if response_num > 1: scores[i] = scores[i] * response_num" in text
+
+
+def test_verl_puts_kl_in_the_reward_only_when_asked():
+    # policy-gradient.md: “verl 在 algorithm.use_kl_in_reward=True（默认 False）时先把逐 token 的 −β·KL 并进
+    # token_level_rewards，compute_rloo_outcome_advantage 再对它求和做留一法”.
+    from verl.trainer.config.algorithm import AlgoConfig
+
+    assert AlgoConfig().use_kl_in_reward is False
+    assert "scores = token_level_rewards.sum(dim=-1)" in module_source("verl.trainer.ppo.core_algos")
+    assert "token_level_rewards = token_level_scores - beta * kld" in module_source("verl.trainer.ppo.ray_trainer")
+
+
+def test_dr_grpo_advantage_is_the_own_mean_in_trl_and_verl():
+    # policy-gradient.md: “verl/TRL 的 Dr. GRPO 优势（TRL scale_rewards="none"，verl norm_adv_by_std_in_grpo=False）
+    # 是含自己的组内平均，即本章的 mean”.
+    text = source(GRPOTrainer)
+    assert "advantages = rewards - mean_grouped_rewards" in text
+    assert 'if self.scale_rewards != "none":' in text
+    assert "else: scores[i] = scores[i] - id2mean[index[i]]" in module_source("verl.trainer.ppo.core_algos")
+
+
+def test_rloo_normalize_advantages_centres_and_scales():
+    # policy-gradient.md table row 优势再标准化: “normalize_advantages=False（可选：在整个生成批上减均值、除以标准差）”.
+    assert default_config(RLOOConfig).normalize_advantages is False
+    assert "advantages = (advantages - torch.nanmean(advantages)) / (nanstd(advantages) + 1e-4)" in source(RLOOTrainer)
+
+
+def test_rloo_one_update_per_generation_batch_by_default():
+    # policy-gradient.md: “每批只更新一次（num_iterations=1 且 steps_per_generation 等于 gradient_accumulation_steps，
+    # 即 TRL 的默认）时 … w_i 的值是 1”; “TRL 总是另做一次不求梯度的前向算 old_logps”; with a larger
+    # steps_per_generation one generation batch feeds several optimizer steps.
+    args = default_config(RLOOConfig)
+    assert args.num_iterations == 1
+    assert args.steps_per_generation == args.gradient_accumulation_steps
+    text = source(RLOOTrainer)
+    assert "generate_every = self.args.steps_per_generation * self.num_iterations" in text
+    assert "inputs = self._buffered_inputs[self._step % self.args.steps_per_generation]" in text
+    assert "old_logps = (old_per_token_logps * completion_mask).sum(1)" in text

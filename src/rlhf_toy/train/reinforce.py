@@ -2,7 +2,7 @@ r"""REINFORCE 与 RLOO 的训练循环：采样 → 打分 → 减基线 → 一
 
 三种基线（baseline）共用一个循环，区别只在优势怎么算（`reinforce_advantages`）：
 
-* `"none"`：$\hat A_i = r_i$，原始 REINFORCE（Williams, 1992）；
+* `"none"`：$\hat A_i = r_i$，即基线 $b = 0$ 的 REINFORCE（Williams 1992 的原式 $(r - b)\nabla\log\pi$ 本身带基线）；
 * `"mean"`：$\hat A_i = r_i - \bar r$，减去组内平均（含自己，Dr. GRPO 的优势）；
 * `"rloo"`：$\hat A_i = \frac{k}{k-1}(r_i - \bar r)$，留一法基线（RLOO，arXiv 2402.14740）。
 """
@@ -56,12 +56,12 @@ def reinforce_advantages(rewards: Tensor, num_generations: int, baseline: str = 
 
 @dataclass
 class ReinforceConfig:
-    """REINFORCE 的超参数。
+    r"""REINFORCE 的超参数。
 
     Attributes:
         num_generations: 每个提示词采样的回答数 $k$（TRL 的 `num_generations`）。
         baseline: `"none"`、`"mean"` 或 `"rloo"`。
-        beta: KL 系数 $\\beta$：把 $\\beta\\sum_t(\\log\\pi_{old} - \\log\\pi_{ref})$ 从奖励里扣掉（TRL `RLOOTrainer`）。
+        beta: KL 系数 $\beta$：把 $\beta\sum_t(\log\pi_{old} - \log\pi_{ref})$ 从奖励里扣掉（TRL `RLOOTrainer`）。
         learning_rate: Adam 学习率（查表策略直接优化 logits，可以很大）。
         steps: 采样—更新的轮数，每轮一步梯度。
         reward_offset: 给每个奖励加上的常数（只用来演示基线的作用：真实梯度不变，无基线时方差变大）。
@@ -96,7 +96,7 @@ def train_reinforce(
     ref_policy: Policy | None = None,
     evaluate: Callable | None = None,
 ) -> list[dict[str, float]]:
-    """用 REINFORCE（可选基线）训练 `policy`，返回每一步的指标字典。
+    r"""用 REINFORCE（可选基线）训练 `policy`，返回每一步的指标字典。
 
     Args:
         policy: 实现 `sample` / `logps` 的策略（会被原地更新）。
@@ -107,7 +107,8 @@ def train_reinforce(
 
     Returns:
         长度为 `config.steps` 的列表；每项含 `step`、`loss`、`reward`（本批平均奖励，含 `reward_offset`）、
-        `kl`（每条回答的 $\\sum_t(\\log\\pi_{old} - \\log\\pi_{ref})$ 的平均）以及 `evaluate` 返回的键。
+        `kl`（每条回答的 $\sum_t(\log\pi_{old} - \log\pi_{ref})$ 的平均，即按序列求和的 $k_1$；TRL `RLOOTrainer`
+        记的 `kl` 是按 token 的平均，只在 $T = 1$ 时相同）以及 `evaluate` 返回的键。
     """
     ref_policy = policy.frozen_copy() if ref_policy is None else ref_policy
     optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate)
