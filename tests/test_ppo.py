@@ -79,20 +79,131 @@ def test_gae_gamma_lambda_one_is_reward_to_go_minus_value():
     assert adv[0, 4].item() == 0.0 and ret[0, 4].item() == 0.0
 
 
-def test_gae_agrees_with_trl_full_row_recursion_for_right_padding():
-    """TRL：整行递推、填充处 r = V = 0。右填充时真实 token 上与“跳过掩码”一致。"""
+def test_gae_agrees_with_full_row_recursion_when_padding_has_zero_reward_and_value():
+    """整行递推、填充处 r = V = 0、分数放在最后一个真实 token 上：右填充时真实 token 上与“跳过掩码”一致。"""
     torch.manual_seed(1)
     mask = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0]], dtype=torch.float32)
     rewards, values = torch.randn(2, 4) * mask, torch.randn(2, 4) * mask
     gamma, lam = 1.0, 0.95
-    trl = torch.zeros(2, 4)
+    full_row = torch.zeros(2, 4)
     last = torch.zeros(2)
     for t in reversed(range(4)):
         next_v = values[:, t + 1] if t < 3 else torch.zeros(2)
         last = rewards[:, t] + gamma * next_v - values[:, t] + gamma * lam * last
-        trl[:, t] = last
+        full_row[:, t] = last
     adv, _ = gae_advantages(rewards, values, mask, gamma, lam)
-    torch.testing.assert_close(adv, trl * mask)
+    torch.testing.assert_close(adv, full_row * mask)
+
+
+def trl_ppo_gae(kl_rewards, values, seq_len, score, gamma, lam):
+    """TRL v1.12 PPOTrainer 的做法（一行）：分数放在 EOS 之后的第一个填充位置 e+1，那里的价值保留，之后的 r = V = 0。"""
+    T = len(kl_rewards)
+    r = [kl_rewards[t] if t <= seq_len else 0.0 for t in range(T)]
+    v = [values[t] if t <= seq_len + 1 else 0.0 for t in range(T)]
+    r[seq_len + 1 if seq_len + 1 < T else seq_len] += score
+    adv, last = [0.0] * T, 0.0
+    for t in reversed(range(T)):
+        next_v = v[t + 1] if t < T - 1 else 0.0
+        last = r[t] + gamma * next_v - v[t] + gamma * lam * last
+        adv[t] = last
+    return adv
+
+
+def test_trl_score_after_eos_differs_from_score_on_eos_when_lambda_below_one():
+    """ppo.md 的差异表：TRL 在 EOS 之后的第一个填充位置放分数、保留那里的价值，λ < 1 时真实 token 上的优势与本书不同。
+
+    γ = 1 时 EOS（位置 e）上：TRL 给 r_e − V_e + λs + (1 − λ)V_{e+1}，本书给 r_e + s − V_e。
+    """
+    kl_rewards = [-0.02, 0.01, -0.03, 0.0, 0.0]
+    values = [0.2, 0.3, 0.5, 0.8, 0.0]  # 位置 3 是 EOS 之后的第一个填充位置，它的价值 0.8 在 TRL 里保留
+    score, e = 1.0, 2
+    mask = torch.tensor([[1.0, 1.0, 1.0, 0.0, 0.0]])
+    ours_rewards, _ = kl_penalized_rewards(
+        torch.tensor([score]), torch.zeros(1, 5), torch.zeros(1, 5), mask, kl_coef=0.0
+    )
+    ours_rewards = ours_rewards + torch.tensor([kl_rewards]) * mask
+    for lam in (1.0, 0.95, 0.0):
+        ours, _ = gae_advantages(ours_rewards, torch.tensor([values]), mask, 1.0, lam)
+        trl = trl_ppo_gae(kl_rewards, values, e, score, 1.0, lam)
+        assert trl[e] == pytest.approx(kl_rewards[e] - values[e] + lam * score + (1 - lam) * values[e + 1], abs=1e-6)
+        assert ours[0, e].item() == pytest.approx(kl_rewards[e] + score - values[e], abs=1e-6)
+        same = all(abs(ours[0, t].item() - trl[t]) < 1e-6 for t in range(e + 1))
+        assert same == (lam == 1.0)
+
+
+def n_step_advantage(rewards, values, positions, i, n, gamma):
+    """Â^(n)_t = Σ_{l<n} γ^l r_{t+l} + γ^n V_{t+n} − V_t，只数掩码为 1 的位置；越过结尾处 r = V = 0。"""
+    steps = positions[i : i + n]
+    total = sum(gamma**l * rewards[t] for l, t in enumerate(steps))
+    if i + n < len(positions):
+        total += gamma**n * values[positions[i + n]]
+    return total - values[positions[i]]
+
+
+@pytest.mark.parametrize(("gamma", "lam"), [(1.0, 0.95), (0.9, 0.5), (0.99, 0.0), (1.0, 1.0)])
+def test_gae_is_exponentially_weighted_mix_of_n_step_estimates(gamma, lam):
+    """式 ppo-gae-nstep：Â_t = (1 − λ) Σ_{n<N} λ^{n−1} Â^(n)_t + λ^{N−1} Â^(N)_t，N 是 t 及其后的真实 token 数。"""
+    torch.manual_seed(2)
+    rewards, values = torch.randn(3, 6), torch.randn(3, 6)
+    mask = torch.tensor([[1, 1, 1, 1, 1, 1], [1, 1, 1, 1, 0, 0], [1, 0, 1, 1, 0, 1]], dtype=torch.float32)
+    adv, _ = gae_advantages(rewards, values, mask, gamma, lam)
+    for b in range(3):
+        positions = [t for t in range(6) if mask[b, t] == 1]
+        r, v = rewards[b].tolist(), values[b].tolist()
+        for i, t in enumerate(positions):
+            N = len(positions) - i
+            mix = sum((1 - lam) * lam ** (n - 1) * n_step_advantage(r, v, positions, i, n, gamma) for n in range(1, N))
+            mix += lam ** (N - 1) * n_step_advantage(r, v, positions, i, N, gamma)
+            assert adv[b, t].item() == pytest.approx(mix, abs=1e-5)
+
+
+def test_td_residual_with_exact_value_is_the_advantage():
+    """式 ppo-advantage：两个 token 的回答，V 与 Q 按定义枚举算出；用精确的 V 时 δ_t = Q − V = A（转移是确定的）。"""
+    torch.manual_seed(3)
+    first = torch.softmax(torch.randn(2), 0)  # π(y_0)
+    second = torch.softmax(torch.randn(2, 2), 1)  # π(y_1 | y_0)
+    score = torch.randn(2, 2)  # s(y_0, y_1)，放在最后一个 token 上；γ = 1、不扣 KL
+    v1 = (second * score).sum(1)  # V(s_1) = E[G_1 | y_0]
+    v0 = (first * v1).sum()  # V(s_0)
+    for y0 in range(2):
+        for y1 in range(2):
+            rewards = torch.tensor([[0.0, score[y0, y1].item()]])
+            values = torch.tensor([[v0.item(), v1[y0].item()]])
+            delta, returns = gae_advantages(rewards, values, torch.ones(1, 2), gamma=1.0, lam=0.0)
+            q0, q1 = v1[y0], score[y0, y1]  # Q(s_0, y_0)、Q(s_1, y_1)
+            assert delta[0, 0].item() == pytest.approx((q0 - v0).item(), abs=1e-6)
+            assert delta[0, 1].item() == pytest.approx((q1 - v1[y0]).item(), abs=1e-6)
+    # 优势在策略下的期望为 0：E_{y_0}[A(s_0, y_0)] = 0
+    assert (first * (v1 - v0)).sum().item() == pytest.approx(0.0, abs=1e-6)
+
+
+@pytest.mark.parametrize("lam", [0.0, 0.5, 0.95, 1.0])
+def test_gae_at_t1_is_reward_minus_value_for_any_lambda(lam):
+    """T = 1（查表任务）：GAE 就是 r − V(x)，λ 不起作用；γ 也不起作用。"""
+    torch.manual_seed(4)
+    rewards, values = torch.randn(8, 1), torch.randn(8, 1)
+    for gamma in (1.0, 0.9):
+        adv, ret = gae_advantages(rewards, values, torch.ones(8, 1), gamma, lam)
+        torch.testing.assert_close(adv, rewards - values)
+        torch.testing.assert_close(ret, rewards)
+
+
+def test_importance_weighted_mean_under_old_policy_is_the_mean_under_new_policy():
+    """式 ppo-is：E_{y~π_old}[w f(y)] = E_{y~π_θ}[f(y)]，w = π_θ/π_old；精确求和与从 π_old 采样的估计。"""
+    torch.manual_seed(5)
+    old, new = TablePolicy.random(3, 5, scale=1.0), TablePolicy.random(3, 5, scale=1.0)
+    f = torch.randn(3, 5)
+    prompts = torch.arange(3).repeat_interleave(5)
+    answers = torch.arange(5).repeat(3).unsqueeze(1)
+    with torch.no_grad():
+        w = (new.logps(prompts, answers) - old.logps(prompts, answers)).exp().view(3, 5)
+        weighted = (old.probs() * w * f).sum(1)
+        torch.testing.assert_close(weighted, (new.probs() * f).sum(1))
+        completions, _ = old.sample(torch.arange(3), 20000)  # 只从旧策略采样
+        group_prompts = torch.arange(3).repeat_interleave(20000)
+        w_sample = (new.logps(group_prompts, completions) - old.logps(group_prompts, completions)).exp()[:, 0]
+        estimate = (w_sample * f[group_prompts, completions[:, 0]]).view(3, -1).mean(1)
+    torch.testing.assert_close(estimate, (new.probs() * f).sum(1).detach(), atol=0.05, rtol=0)
 
 
 def test_gae_bad_inputs():

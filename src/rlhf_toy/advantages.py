@@ -140,9 +140,10 @@ def gae_advantages(
     R_t = \hat A_t + V_t .$$
 
     掩码为 0 的位置被**跳过**：它们的奖励与价值不参与递推，$V_{t'}$ 与 $\hat A_{t'}$ 越过它们向前传，
-    与 verl `compute_gae_advantage_return` 相同。对右填充的回答，这与 TRL `PPOTrainer`
-    （在整行上递推、填充处奖励与价值为 0）在真实 token 上的结果一致；区别只在中间有 0 的掩码
-    （例如多轮对话里夹着的提示词 token）。
+    与 verl `compute_gae_advantage_return` 相同。对右填充的回答，给定同样放在最后一个真实 token 上的奖励、
+    且填充处 $r = V = 0$ 时，这与在整行上递推的结果在真实 token 上一致；区别只在中间有 0 的掩码
+    （例如多轮对话里夹着的提示词 token）。TRL 删除 PPO 之前的最后版本 v1.12.0 的 `PPOTrainer` 不是这样：
+    它把分数放在 EOS 之后的第一个填充位置、并保留那里的价值，$\lambda < 1$ 时真实 token 上的优势因此不同。
 
     Args:
         rewards: 逐 token 奖励 $r_t$，形状 `(B, T)`，浮点（通常由 `kl_penalized_rewards` 给出）。

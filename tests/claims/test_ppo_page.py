@@ -53,3 +53,66 @@ def test_verl_value_loss_is_half_the_clipped_max():
 def test_verl_explained_variance_metric_name():
     # ppo.md, metrics: the book's val/explained_variance is its own name; verl logs critic/vf_explained_var.
     assert '"critic/vf_explained_var":' in module_source("verl.trainer.ppo.metric_utils")
+
+
+def _verl_actor_config():
+    from verl.workers.config.actor import ActorConfig
+
+    return ActorConfig(strategy="fsdp", ppo_mini_batch_size=4, ppo_micro_batch_size_per_gpu=1, rollout_n=1)
+
+
+def test_verl_logs_ppo_kl_as_the_k1_mean_and_the_clip_fractions():
+    # ppo.md, metrics and the table row “近似 KL”: “verl 的 actor/ppo_kl 是 log π_old − log π_θ 在掩码内的平均（即 k1，
+    # 与本书的 policy/approxkl_k1 相同）；actor/pg_clipfrac 与 TRL 的 pg_clipfrac 同定义，actor/pg_clipfrac_lower 是
+    # dual-clip 起作用的比例”.
+    text = source(core_algos.compute_policy_loss_vanilla)
+    assert "negative_approx_kl = log_prob - old_log_prob" in text
+    assert "ppo_kl = verl_F.masked_mean(-negative_approx_kl, response_mask)" in text
+    assert "pg_clipfrac = verl_F.masked_mean(torch.gt(pg_losses2, pg_losses1).float(), response_mask)" in text
+    for key in ('"actor/pg_clipfrac":', '"actor/ppo_kl":', '"actor/pg_clipfrac_lower":'):
+        assert key in text
+    old, new = torch.log(torch.tensor([[0.5, 0.2, 0.4]])), torch.log(torch.tensor([[0.4, 0.3, 0.4]]))
+    _, metrics = core_algos.compute_policy_loss_vanilla(
+        old, new, torch.ones(1, 3), torch.ones(1, 3), "token-mean", _verl_actor_config()
+    )
+    assert abs(metrics["actor/ppo_kl"] - (old - new).mean().item()) < 1e-6
+
+
+def test_verl_vanilla_policy_loss_is_dual_clip_by_default():
+    # ppo.md table row “负优势的双截断”: “verl 默认的 loss_mode="vanilla" 总是对负优势做 dual-clip，clip_ratio_c=3：
+    # Â < 0 且 w > 3 时不再给梯度；本书（与 TRL 的 PPOTrainer）在那里仍给梯度 −Âw”.
+    from rlhf_toy import ppo_policy_loss
+
+    config = _verl_actor_config()
+    assert (config.policy_loss.loss_mode, config.clip_ratio_c) == ("vanilla", 3.0)
+    old = torch.zeros(1, 2)
+    advantages, mask = torch.tensor([[-1.0, -1.0]]), torch.ones(1, 2)
+    new = torch.tensor([[2.0, 0.1]], requires_grad=True)  # w = e² ≈ 7.4 > 3，以及 w ≈ 1.1（截断范围内）
+    loss, metrics = core_algos.compute_policy_loss_vanilla(old, new, advantages, mask, "token-mean", config)
+    loss.backward()
+    assert new.grad[0, 0].item() == 0.0 and new.grad[0, 1].item() != 0.0
+    assert metrics["actor/pg_clipfrac_lower"] == 0.5
+    ours = new.detach().clone().requires_grad_(True)
+    ppo_policy_loss(ours, old, advantages, mask)[0].backward()
+    assert abs(ours.grad[0, 0].item() - 0.5 * torch.e**2) < 1e-4  # −Âw / 2 个 token
+
+
+def test_verl_critic_and_actor_defaults():
+    # ppo.md table: “价值损失 … verl cliprange_value=0.5”; “每批样本的轮数 … verl ppo_epochs=1”; “critic 预热：
+    # verl trainer.critic_warmup（默认 0）”; “损失的汇总：verl loss_agg_mode 默认 token-mean”.
+    import dataclasses
+
+    from verl.workers.config.critic import CriticConfig
+
+    critic = {f.name: f.default for f in dataclasses.fields(CriticConfig)}
+    assert critic["cliprange_value"] == 0.5 and critic["loss_agg_mode"] == "token-mean"
+    actor = _verl_actor_config()
+    assert actor.ppo_epochs == 1 and actor.loss_agg_mode == "token-mean" and actor.entropy_coeff == 0
+    trainer_yaml = module_source("verl.trainer.config").split()  # the package; the yaml is read below
+    assert trainer_yaml
+    from pathlib import Path
+
+    import verl.trainer.config as verl_config
+
+    yaml_text = (Path(verl_config.__file__).parent / "ppo_trainer.yaml").read_text(encoding="utf-8")
+    assert "critic_warmup: 0" in yaml_text

@@ -1,7 +1,9 @@
 r"""RLHF-PPO 的三项损失：截断的策略损失、截断的价值损失、熵奖励。
 
-对应 PPO（Schulman et al., 2017, arXiv 1707.06347）式 (7)(9)，以及 TRL `PPOTrainer.train`
-（"N+ implementation details" 的写法）与 verl `compute_policy_loss_vanilla` / `compute_value_loss`。
+策略损失对应 PPO（Schulman et al., 2017, arXiv 1707.06347）式 (7)；价值损失的截断不在论文里（论文式 (9) 是普通平方误差），
+来自 OpenAI baselines `ppo2` 的实现。两者与 TRL 删除 PPO 之前的最后版本 v1.12.0 的 `PPOTrainer.train`
+（"N+ implementation details" 的写法）相同；与 verl `compute_policy_loss_vanilla` 在 `clip_ratio_c` → ∞（不做 dual-clip）时相同，
+与 verl `compute_value_loss` 同形。
 约定：**损失 = −目标**。总损失是
 
 $$\mathcal L = \mathcal L^{\text{clip}}_\pi + c_V\,\mathcal L_V - c_H\,\bar H,$$
@@ -32,7 +34,7 @@ def _check_same(name: str, x: Tensor, like: Tensor, like_name: str) -> None:
 def ppo_policy_loss(
     logps: Tensor, old_logps: Tensor, advantages: Tensor, mask: Tensor, epsilon: float = 0.2
 ) -> tuple[Tensor, dict[str, float]]:
-    r"""PPO 的截断策略损失，掩码内按 token 平均（TRL `PPOTrainer` 的 `pg_loss`）：
+    r"""PPO 的截断策略损失，掩码内按 token 平均（TRL v1.12 `PPOTrainer` 的 `pg_loss`）：
 
     $$\mathcal L^{\text{clip}}_\pi = \overline{\max\big(-w_t\hat A_t,\ -\mathrm{clip}(w_t, 1-\epsilon, 1+\epsilon)\hat A_t\big)},
     \qquad w_t = \frac{\pi_\theta(y_t)}{\pi_{\theta_{old}}(y_t)} .$$
@@ -81,7 +83,7 @@ def ppo_policy_loss(
 def ppo_value_loss(
     values: Tensor, old_values: Tensor, returns: Tensor, mask: Tensor, cliprange_value: float | None = 0.2
 ) -> tuple[Tensor, dict[str, float]]:
-    r"""截断的价值损失（TRL `PPOTrainer` 的 `vf_loss`，verl `compute_value_loss`）：
+    r"""截断的价值损失（TRL v1.12 `PPOTrainer` 的 `vf_loss`，verl `compute_value_loss`）：
 
     $$\mathcal L_V = \tfrac12\,\overline{\max\Big(\big(V_t - R_t\big)^2,\
     \big(\mathrm{clip}(V_t, V^{old}_t - c_v, V^{old}_t + c_v) - R_t\big)^2\Big)} .$$
@@ -126,7 +128,7 @@ def entropy_bonus(entropy: Tensor, mask: Tensor, ent_coef: float) -> Tensor:
     r"""熵奖励在**损失**里的那一项：$-c_H\,\bar H$（掩码内按 token 平均）。
 
     目标里是 $+c_H\bar H$（鼓励探索），损失 = −目标，所以这里是负号；写成 $+c_H\bar H$ 会让训练
-    主动压低熵。TRL `PPOTrainer` 没有这一项；CleanRL `ppo.py` 写作 `loss = pg_loss - ent_coef * entropy_loss + ...`。
+    主动压低熵。TRL v1.12 的 `PPOTrainer` 没有这一项；CleanRL `ppo.py` 写作 `loss = pg_loss - ent_coef * entropy_loss + ...`。
 
     Args:
         entropy: 逐 token 的熵，形状 `(B, T)`，带梯度（见 `entropy_from_logits`）。

@@ -1,4 +1,4 @@
-r"""RLHF-PPO 训练循环（TRL `PPOTrainer` 的结构，CleanRL 的写法）。
+r"""RLHF-PPO 训练循环（TRL v1.12 `PPOTrainer` 的结构，CleanRL 的写法；TRL 1.13 起删除了 PPO）。
 
 每一步：采样 → 奖励模型打分 → 逐 token 奖励（KL 惩罚 + 分数放在最后一个 token）→ GAE 与白化 →
 在这批样本上做 `num_ppo_epochs` 轮、每轮 `num_mini_batches` 个小批的截断更新（策略与价值模型一起）。
@@ -25,7 +25,7 @@ from rlhf_toy.tasks import Task
 
 @dataclass
 class PPOConfig:
-    """PPO 的超参数；名字与默认值尽量同 TRL `PPOConfig`（`ent_coef` 是 TRL 没有的）。
+    """PPO 的超参数；名字与默认值尽量同 TRL v1.12 的 `PPOConfig`（`ent_coef` 是 TRL 没有的）。
 
     Attributes:
         num_generations: 每个提示词采样的回答数（TRL PPO 每个提示词采 1 个；这里多采几个让批大一点）。
@@ -38,7 +38,7 @@ class PPOConfig:
         vf_coef: 价值损失的系数 $c_V$。
         ent_coef: 熵奖励的系数 $c_H$（0 表示不加，同 TRL）。
         num_ppo_epochs: 每批样本上的轮数。
-        num_mini_batches: 每轮切成几个小批。
+        num_mini_batches: 每轮切成几个小批（TRL 默认 1，这里默认 2）。
         whiten_advantages: 是否白化优势（TRL 总是白化）。
         learning_rate: Adam 学习率（策略与价值模型共用一个优化器，同 TRL）。
         steps: 采样—更新的轮数。
@@ -70,7 +70,7 @@ def train_ppo(
     ref_policy: Policy | None = None,
     evaluate: Callable | None = None,
 ) -> list[dict[str, float]]:
-    """用 PPO 训练 `policy` 与 `value_model`，返回每一步的指标字典（键名同 TRL `PPOTrainer` 日志）。
+    """用 PPO 训练 `policy` 与 `value_model`，返回每一步的指标字典（键名尽量同 TRL v1.12 `PPOTrainer` 的日志）。
 
     Args:
         policy: 实现 `sample` / `logps` / `entropy` 的策略（会被原地更新）。
@@ -87,7 +87,9 @@ def train_ppo(
         `objective/kl`（每条回答逐 token KL 之和的批平均）、`objective/non_score_reward`、
         `objective/rlhf_reward`、`val/explained_variance`，以及各小批平均的 `loss/policy_avg`、
         `loss/value_avg`、`policy/clipfrac_avg`、`policy/approxkl_k1`、`policy/approxkl_k3`、
-        `val/clipfrac_avg`、`policy/entropy_avg`，再加 `evaluate` 返回的键。
+        `val/clipfrac_avg`、`policy/entropy_avg`，再加 `evaluate` 返回的键。`val/explained_variance`、
+        `policy/approxkl_k1`、`policy/approxkl_k3` 是本书自己的键（TRL 只记 `policy/approxkl_avg`，即 $k_2$；
+        verl 记 `actor/ppo_kl` 与 `critic/vf_explained_var`）。小批指标是各次更新**之前**的值的平均。
 
     Raises:
         ValueError: `num_ppo_epochs` 或 `num_mini_batches` 小于 1（其余坏输入由各损失函数报告）。
