@@ -6,10 +6,11 @@ $d = \log\pi_{\mathrm{ref}}(y) - \log\pi_\theta(y)$（即 Schulman 的 $\log r$�
 
 * k1 = $-d$，无偏，方差大，约一半样本为负；
 * k2 = $d^2/2$，有偏，方差小，恒非负；
-* k3 = $e^{d} - d - 1$，无偏，方差小，恒非负（DeepSeekMath 式 (4)，TRL `GRPOTrainer` 所用）。
+* k3 = $e^{d} - d - 1$，无偏，方差小，恒非负（DeepSeekMath 式 (4)、verl `low_var_kl`；TRL `GRPOTrainer` 在
+  `use_bias_correction_kl=False` 时所用）。
 
-可选的截断（clamp）与 verl、OpenRLHF 相同；`importance_corrected_k3` 是 DeepSeek-V3.2 的重要性采样修正
-（TRL `use_bias_correction_kl=True`）。各估计量放进损失或奖励时的梯度见第 7 章与 `rlhf_toy.kl_study`。
+可选的限幅（clamp）与 verl、OpenRLHF 相同；`importance_corrected_k3` 是 DeepSeek-V3.2 的重要性采样修正
+（TRL `use_bias_correction_kl=True`，TRL 1.16.0 的默认）。各估计量放进损失或奖励时的梯度见第 7 章与 `rlhf_toy.kl_study`。
 """
 
 # --8<-- [start:imports]
@@ -43,18 +44,19 @@ def kl_estimate(
     Args:
         logps: 当前策略对采样 token 的对数概率 $\log\pi_\theta(y_t)$，形状 `(B, T)`，浮点。
         ref_logps: 参考模型（reference model）对同一批 token 的对数概率，形状 `(B, T)`。
-        estimator: `"k1"`、`"k2"` 或 `"k3"`（默认，与 TRL GRPO、verl `low_var_kl` 相同，但默认不截断）。
-        log_ratio_clamp: 先把 $d = \log\pi_{\mathrm{ref}} - \log\pi_\theta$ 截断到 $[-c, c]$（verl `low_var_kl`
-            用 $c = 20$）；`None`（默认）不截断。
-        value_clamp: 最后把估计值截断到 $[-c, c]$（verl `low_var_kl` 与 OpenRLHF `compute_approx_kl`
-            用 $c = 10$）；`None`（默认）不截断。被截断的位置梯度为 0。
+        estimator: `"k1"`、`"k2"` 或 `"k3"`（默认，与 DeepSeekMath、verl `low_var_kl` 及关掉
+            `use_bias_correction_kl` 的 TRL GRPO 相同，但默认不限幅）。
+        log_ratio_clamp: 先把 $d = \log\pi_{\mathrm{ref}} - \log\pi_\theta$ 限幅到 $[-c, c]$（verl `low_var_kl`
+            用 $c = 20$）；`None`（默认）不限幅。
+        value_clamp: 最后把估计值限幅到 $[-c, c]$（verl `low_var_kl` 与 OpenRLHF `compute_approx_kl`
+            用 $c = 10$）；`None`（默认）不限幅。被限幅的位置梯度为 0。
 
     Returns:
         形状 `(B, T)` 的逐 token 估计值，单位是 nat。梯度经过 `logps`；填充位置由调用方用 mask 去掉。
 
     Raises:
         ValueError: 形状不一致、含 NaN / ±inf（函数不知道哪里是填充，填充处请填有限值），
-            `estimator` 不在 `("k1", "k2", "k3")` 中，或截断阈值不是正数。
+            `estimator` 不在 `("k1", "k2", "k3")` 中，或限幅阈值不是正数。
 
     Examples:
         >>> import torch
@@ -91,7 +93,8 @@ def kl_estimate(
 def importance_corrected_k3(logps: Tensor, ref_logps: Tensor, old_logps: Tensor | None = None) -> Tensor:
     r"""重要性采样修正的 k3：$w\,k_3$，$w = \exp(\log\pi_\theta - \log\pi_{old})$ 带梯度。
 
-    DeepSeek-V3.2（arXiv 2512.02556）的“无偏 KL 估计”，即 TRL `GRPOConfig(use_bias_correction_kl=True)`：
+    DeepSeek-V3.2（arXiv 2512.02556）的“无偏 KL 估计”，即 TRL `GRPOConfig(use_bias_correction_kl=True)`
+    （TRL 1.16.0 的默认；逐 token 的比率，即 `importance_sampling_level="token"`）：
     样本来自 $\pi_{old}$ 时 $\mathbb E_{\pi_{old}}[w\,k_3] = \mathrm{KL}(\pi_\theta\,\|\,\pi_{\mathrm{ref}})$，
     而且把它放进损失，期望梯度正是反向 KL 的梯度（未修正的 k3 给出的是正向 KL 的梯度）。
     同策略时 $w$ 的值为 1，数值与 [`kl_estimate`][rlhf_toy.kl.kl_estimate] 的 k3 相同，只有梯度不同。

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
+import trl
 import verl.trainer.ppo.core_algos as core_algos
-from trl import GRPOConfig, GRPOTrainer, RLOOConfig
+from trl import GRPOConfig, GRPOTrainer, RLOOConfig, RLOOTrainer
 from verl.trainer.config import AlgoConfig
 from verl.workers.config import ActorConfig
 
-from .pinned import default_config, source
+from rlhf_toy import importance_corrected_k3, kl_estimate
+
+from .pinned import default_config, module_exists, module_source, source
 
 
 def test_trl_grpo_kl_defaults():
@@ -18,33 +22,76 @@ def test_trl_grpo_kl_defaults():
 
 
 def test_trl_use_bias_correction_kl_is_on_by_default():
-    # kl.md table row “TRL GRPOTrainer，修正 k3 | use_bias_correction_kl=True” and “打开 use_bias_correction_kl 后记录的是
-    # 乘上 w 之后的值”: in TRL 1.16 it is the default (it matters once beta > 0), and the logged kl is w·k3.
+    # kl.md “本书对照的 TRL 1.16.0 默认 True”, the table rows “TRL GRPOTrainer，KL 进损失（默认）… +β w (e^d − d − 1)，
+    # w 带梯度” and “未修正的 k3 … use_bias_correction_kl=False”, and conclusion 3 “记录的 kl 是 w k3 的 token 平均”:
+    # in TRL 1.16 it is the default (it matters once beta > 0), and the logged kl is w·k3.
     assert default_config(GRPOConfig).use_bias_correction_kl is True
     text = source(GRPOTrainer._compute_loss)
+    assert "coef_1 = torch.exp(log_importance_weights)" in text  # not detached: the gradient flows through w
     assert "if self.args.use_bias_correction_kl: per_token_kl = per_token_kl * coef_1" in text
     assert text.index("per_token_kl = per_token_kl * coef_1") < text.index('self._metrics[mode]["kl"]')
+    assert "per_token_loss = per_token_loss + self.beta * per_token_kl" in text
+
+
+def test_trl_sequence_level_ratio_is_broadcast_onto_the_per_token_kl():
+    # kl.md “importance_sampling_level="sequence"（GSPO）时，TRL 乘的 w 是整条回答的长度归一化比率，形状 (B, 1)，
+    # 被广播到每个 token 的 k3 上。TRL 自己的文档也说明，这时梯度不再是反向 KL 的无偏梯度”.
+    text = source(GRPOTrainer._compute_loss)
+    assert "log_importance_weights = (log_ratio * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)" in text
+    assert "log_importance_weights = log_importance_weights.unsqueeze(-1)" in text
+    doc = " ".join(GRPOConfig.__doc__.split())
+    assert (
+        'The unbiased reverse-KL property holds for `importance_sampling_level="token"`; with `"sequence"` a '
+        "sequence-level weight is broadcast onto the per-token KL." in doc
+    )
+
+
+def test_trl_logs_the_mean_over_logging_steps():
+    # kl.md “TRL 每 logging_steps 步才记录一次（GRPOConfig 默认 10），记录的是这期间各步 kl 的平均”.
+    assert default_config(GRPOConfig).logging_steps == 10
+    assert "metrics[key] = sum(valid) / len(valid) if valid else None" in source(GRPOTrainer.log)
+    assert "self._metrics[mode].clear()" in source(GRPOTrainer.log)
+
+
+def test_trl_rloo_puts_summed_k1_into_the_reward():
+    # kl.md table row “TRL RLOOTrainer，KL 进奖励 | beta=0.05 | r_i − β Σ_t k1,t（整条回答求和，用 log π_old）”.
+    text = source(RLOOTrainer)
+    assert "per_token_kl = old_per_token_logps - ref_per_token_logps" in text
+    assert "kl = (per_token_kl * completion_mask).sum(-1)" in text
+    assert "rewards = rewards - self.beta * kl" in text
+
+
+def test_trl_has_no_ppo_trainer():
+    # kl.md table row “TRL PPOTrainer（历史：… 1.16.0 中没有）” and the common error “TRL v1.11 及以前 PPOTrainer”.
+    assert not module_exists("trl.experimental.ppo")
+    assert not hasattr(trl, "PPOTrainer") and not hasattr(trl, "PPOConfig")
 
 
 def test_trl_k3_is_not_clamped():
-    # kl.md: “两个截断参数默认是 None（不截断，与 TRL 相同）”.
+    # kl.md: “两个限幅参数默认是 None（不限幅，与 TRL 相同）” and the table rows “… 不限幅”.
     text = source(GRPOTrainer._compute_loss)
     k3 = text[text.index("per_token_kl = (") : text.index("# Importance sampling correction for the KL divergence")]
     assert "torch.exp(ref_per_token_logps - per_token_logps)" in k3 and "clamp" not in k3
 
 
 def test_verl_kl_defaults():
-    # kl.md table: “verl，KL 进奖励 | algorithm.use_kl_in_reward=True，algorithm.kl_penalty="kl"，kl_ctrl.kl_coef=0.001” and
-    # “verl，KL 进损失 | actor.use_kl_loss=True，actor.kl_loss_type="low_var_kl"，kl_loss_coef=0.001”: both off by default.
+    # kl.md table: “verl，KL 进奖励 | algorithm.use_kl_in_reward=True（默认 False），algorithm.kl_penalty="kl"，
+    # kl_ctrl.kl_coef=0.001” and “verl，KL 进损失 | actor.use_kl_loss=True（默认 False），actor.kl_loss_type="low_var_kl"，
+    # kl_loss_coef=0.001”: both off by default; the loss path calls kl_penalty with kl_loss_type, the reward path
+    # subtracts β·KL from the token-level scores.
     algorithm = AlgoConfig()
     assert (algorithm.use_kl_in_reward, algorithm.kl_penalty, algorithm.kl_ctrl.kl_coef) == (False, "kl", 0.001)
     actor = ActorConfig(strategy="fsdp", rollout_n=1, ppo_micro_batch_size_per_gpu=1)
     assert (actor.use_kl_loss, actor.kl_loss_type, actor.kl_loss_coef) == (False, "low_var_kl", 0.001)
+    losses = module_source("verl.workers.utils.losses")
+    assert "kld = kl_penalty(logprob=log_prob, ref_logprob=ref_log_prob, kl_penalty=config.kl_loss_type)" in losses
+    assert "token_level_rewards = token_level_scores - beta * kld" in module_source("verl.trainer.ppo.ray_trainer")
 
 
 def test_verl_estimator_names_and_clamps():
-    # kl.md: “verl 的 low_var_kl 先截断对数比率，再截断结果” (eq. kl-clamp, ±20 then ±10) and the row “verl 的其他名字 |
-    # kl/k1，mse/k2，abs | −d；½d²；|d|（k1、k2 不截断）” (k1 = log π − log π_ref = −d).
+    # kl.md: “verl 的 low_var_kl 先给对数比率限幅，再给结果限幅” (eq. kl-clamp, ±20 then ±10), the row “verl，KL 进损失 |
+    # kl_loss_type="low_var_kl"（即 "k3"）… | kl_estimate(..., "k3", log_ratio_clamp=20, value_clamp=10)” and the row
+    # “verl 的其他名字 | kl/k1，mse/k2，abs | −d；½d²；|d|（k1、k2 不限幅）” (k1 = log π − log π_ref = −d).
     logps, ref_logps = torch.tensor([[-1.0, -1.0, -1.0]]), torch.tensor([[-1.0 + 3.0, -1.0 - 25.0, 29.0]])
     d = ref_logps - logps
     assert torch.equal(core_algos.kl_penalty(logps, ref_logps, "kl"), -d)
@@ -56,14 +103,27 @@ def test_verl_estimator_names_and_clamps():
     clamped_d = d.clamp(-20, 20)
     assert torch.allclose(k3, (clamped_d.exp() - clamped_d - 1).clamp(-10, 10))
     assert k3[0, 0] == 10 and k3[0, 2] == 10
+    assert torch.equal(k3, kl_estimate(logps, ref_logps, "k3", log_ratio_clamp=20, value_clamp=10))
 
 
 def test_verl_k3_plus_is_straight_through():
-    # kl.md “verl 的 k3+ … 值用 k3，梯度用 k2 … 在作者笔记记录的 verl 快照里它还会抛出 NotImplementedError”: in verl
-    # 0.9.1 it works: the value is k3, the gradient that of k2 = ½(log π − log π_ref)².
-    logps = torch.tensor([[-2.0, -0.5]], requires_grad=True)
-    ref_logps = torch.tensor([[-1.0, -1.0]])
-    value = core_algos.kl_penalty(logps, ref_logps, "k3+")
-    assert torch.allclose(value, core_algos.kl_penalty(logps.detach(), ref_logps, "k3"))
-    value.sum().backward()
-    assert torch.allclose(logps.grad, (logps - ref_logps).detach())
+    # kl.md “verl 0.9.1 的 kl_penalty 去掉名字末尾的 +，值按 k3（含两层限幅）算，梯度换成 ½(log π_θ − log π_ref)² 的梯度 −d”
+    # (table row “verl，直通估计 | kl_loss_type="k3+"（或 "low_var_kl+"）”) and “同策略时与修正 k3 的逐样本梯度相同”.
+    ref_logps = torch.tensor([[-1.0, -1.0, -1.0]], dtype=torch.float64)
+    for name in ("k3+", "low_var_kl+"):
+        logps = torch.tensor([[-2.0, -0.5, -30.0]], dtype=torch.float64, requires_grad=True)
+        value = core_algos.kl_penalty(logps, ref_logps, name)
+        assert torch.allclose(value, core_algos.kl_penalty(logps.detach(), ref_logps, "k3"))
+        (grad,) = torch.autograd.grad(value.sum(), logps)
+        assert torch.allclose(grad, (logps - ref_logps).detach())  # not clamped, even where the value is
+        (corrected,) = torch.autograd.grad(importance_corrected_k3(logps, ref_logps).sum(), logps)
+        assert torch.allclose(grad, corrected)  # float64: in float32 w·k3 at d = 29 loses the gradient to cancellation
+
+
+def test_verl_full_kl_is_not_implemented():
+    # kl.md “verl 为它预留了 kl_penalty="full"，0.9.1 中还是 NotImplementedError” and the table row “full 在 0.9.1 中未实现”.
+    with pytest.raises(NotImplementedError):
+        core_algos.kl_penalty(torch.zeros(1, 2), torch.zeros(1, 2), "full")
+    assert "logprob and ref_logprob should contain the logits for every token in vocabulary" in source(
+        core_algos.kl_penalty_forward
+    )
