@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import inspect
+
+import numpy as np
 import pytest
 import torch
 import trl.trainer.utils as trl_utils
+import verl.trainer.ppo.core_algos as core_algos
 from trl import GRPOConfig, GRPOTrainer
 
 from .pinned import config, default_config, source
 
 
 def test_grpo_config_defaults():
-    # grpo.md “与论文 / TRL 的差异” table, column “TRL GRPOTrainer（今天的默认）”: beta 0.0, loss_type "dapo",
+    # grpo.md “与论文 / TRL 的差异” table, column “TRL 1.16.0 GRPOTrainer（默认）”: beta 0.0, loss_type "dapo",
     # scale_rewards "group", num_iterations=1, epsilon=0.2 with epsilon_high unset; and “TRL 默认学习率 10^-6 量级”.
     args = default_config(GRPOConfig)
     assert (args.beta, args.loss_type, args.scale_rewards) == (0.0, "dapo", "group")
@@ -90,3 +94,82 @@ def test_log_probs_are_computed_from_temperature_scaled_logits():
         in text
     )
     assert "add_fused_lm_head( self.ref_model, temperature=self.temperature" in text
+
+
+def test_trl_multiplies_k3_by_the_ratio_by_default():
+    # grpo.md table row “KL 的梯度 | … | use_bias_correction_kl=True：w k3，反向 KL” and “TRL 1.16.0 的 use_bias_correction_kl
+    # 默认为 True：它把 k3 乘上带梯度的比率 w”; “use_bias_correction_kl=True 时 TRL 记录的是 w k3”: kl is logged after the product.
+    assert default_config(GRPOConfig).use_bias_correction_kl is True
+    text = source(GRPOTrainer._compute_loss)
+    product = "if self.args.use_bias_correction_kl: per_token_kl = per_token_kl * coef_1"
+    logged = 'self._metrics[mode]["kl"].append(global_masked_mean(per_token_kl))'
+    assert product in text and text.index(product) < text.index(logged)
+    assert "coef_1 = torch.exp(log_importance_weights)" in text  # w carries the gradient: no detach
+
+
+def _verl_group_advantages(rewards: torch.Tensor) -> torch.Tensor:
+    index = np.zeros(len(rewards), dtype=object)  # one group
+    advantages, _ = core_algos.compute_grpo_outcome_advantage(
+        rewards.clone()[:, None], torch.ones(len(rewards), 1), index
+    )
+    return advantages[:, 0]
+
+
+def test_trl_and_verl_do_not_zero_a_constant_group_of_inexact_rewards():
+    # grpo.md “TRL 与 verl 没有这一步，照公式计算”, the printed “TRL 的公式（除以 σ + 1e-4）… 2.98e-04” and “verl 的公式
+    # （除以 σ + 1e-6）… 0.0289”, and “frac_reward_zero_std 用 torch.isclose(std, 0) 判断 … 这组也不算‘标准差为 0’”.
+    r = torch.full((8,), 0.35)
+    text = source(GRPOTrainer)
+    assert "advantages = rewards - mean_grouped_rewards" in text
+    assert "advantages = advantages / (std_rewards + 1e-4)" in text
+    assert "is_std_zero = torch.isclose(std_rewards, torch.zeros_like(std_rewards))" in text
+    std = trl_utils.nanstd(r.view(-1, 8), dim=1)
+    trl_advantage = (r - torch.nanmean(r.view(-1, 8), dim=1)) / (std + 1e-4)
+    assert f"{trl_advantage[0].item():.2e}" == "2.98e-04" and not torch.isclose(std, torch.zeros_like(std)).any()
+    verl = _verl_group_advantages(r)
+    assert torch.allclose(verl, (r - r.mean()) / (r.std() + 1e-6)) and f"{verl[0].item():.4f}" == "0.0289"
+
+
+def test_trl_gives_zero_advantage_only_in_evaluation_with_one_generation():
+    # grpo.md “只有评估时设 num_generations_eval=1 才会走到标准差取 0 的分支，优势也是 0”.
+    text = source(GRPOTrainer)
+    assert "else: # doesn't occur during training, but could occur in eval when num_generations_eval=1" in text
+    assert "std_rewards = torch.zeros_like(rewards)" in text
+    assert "num_generations_eval" in GRPOConfig.__dataclass_fields__
+
+
+def test_verl_group_of_one_gets_its_reward():
+    # grpo.md “verl 此时取 Â_i = r_i” (G = 1), and the table row 标准差 “verl 加 10^-6”.
+    r = torch.tensor([1.0, 0.0, 0.5])
+    index = np.arange(3).astype(object)
+    advantages, _ = core_algos.compute_grpo_outcome_advantage(r.clone()[:, None], torch.ones(3, 1), index)
+    assert torch.allclose(advantages[:, 0], r / (1 + 1e-6))
+    assert inspect.signature(core_algos.compute_grpo_outcome_advantage).parameters["epsilon"].default == 1e-6
+
+
+def test_trl_averages_logged_metrics_over_the_logging_window():
+    # grpo.md table row 日志的汇总 and “TRL 把日志窗口（logging_steps，默认 10 个优化步）里每次算损失时记下的值取平均”;
+    # “TRL 的一步是一个优化步，每 steps_per_generation × num_iterations 个优化步重新生成一次”.
+    assert default_config(GRPOConfig).logging_steps == 10
+    log = source(GRPOTrainer.log)
+    assert "metrics[key] = sum(valid) / len(valid) if valid else None" in log
+    assert "self._metrics[mode].clear()" in log
+    assert "generate_every = self.args.steps_per_generation * self.num_iterations" in source(
+        GRPOTrainer._prepare_inputs
+    )
+
+
+def test_multiple_reward_functions_are_summed_then_normalised():
+    # grpo.md “reward_weights（默认全为 1）… 默认先加权求和再做组内标准化（multi_objective_aggregation="sum_then_normalize"）”.
+    args = default_config(GRPOConfig)
+    assert (args.reward_weights, args.multi_objective_aggregation) == (None, "sum_then_normalize")
+    text = source(GRPOTrainer)
+    assert "self.reward_weights = torch.ones(len(reward_funcs), dtype=torch.float32)" in text
+    assert "rewards = (rewards_per_func * self.reward_weights.to(device).unsqueeze(0)).nansum(dim=1)" in text
+
+
+def test_trl_logs_the_fraction_of_clipped_completions():
+    # grpo.md “TRL 还记录 completions/clipped_ratio，即写到 max_completion_length 还没结束 … 的回答的比例”.
+    text = source(GRPOTrainer)
+    assert "is_truncated = torch.tensor([ids[-1] not in eos_and_pad for ids in completion_ids], device=device)" in text
+    assert 'self._metrics[mode]["completions/clipped_ratio"].append(agg_is_truncated.float().mean().item())' in text

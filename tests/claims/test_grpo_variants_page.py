@@ -3,14 +3,17 @@ pinned libraries."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
+import verl
 import verl.trainer.ppo.core_algos as core_algos
 from trl import GRPOConfig, GRPOTrainer
 from trl.rewards import get_soft_overlong_punishment
 from verl.trainer.config import AlgoConfig
 from verl.workers.config import ActorConfig
 
-from .pinned import default_config, module_exists, source
+from .pinned import default_config, module_exists, module_source, source
 
 BOOK_LOSS_TYPES = {"grpo", "bnpo", "dr_grpo", "dapo"}
 TRL_ONLY_LOSS_TYPES = {"cispo", "sapo", "luspo", "vespo"}  # TRL 1.16 loss types rlhf_toy does not implement
@@ -25,7 +28,8 @@ def test_loss_types_of_trl_grpo():
 
 
 def test_options_the_book_does_not_implement_and_their_defaults():
-    # grpo-variants.md “TRL 的 delta 是另一种两侧截断”; the TRL options outside the book's scope are off by default.
+    # grpo-variants.md box “本节没有实现的 TRL 选项”: delta, top_entropy_quantile and off_policy_mask_threshold are off by
+    # default (“默认 1.0，即全部 token”, “默认 None，不启用”); what delta does is test_trl_delta_is_verl_dual_clip.
     args = default_config(GRPOConfig)
     assert (args.delta, args.top_entropy_quantile, args.off_policy_mask_threshold) == (None, 1.0, None)
     assert "coef_1 = torch.clamp(coef_1, max=self.args.delta)" in source(GRPOTrainer._compute_loss)
@@ -41,8 +45,12 @@ def test_clip_higher_names_and_metrics():
 
 
 def test_trl_warns_on_sequence_level_with_token_summed_loss():
-    # grpo-variants.md: “TRL 在这种组合下发出警告并建议 loss_type="grpo"”.
+    # grpo-variants.md: “TRL 1.16.0 在构造 GRPOTrainer 时用日志（logger.warning）提示一次并建议 loss_type="grpo"（cispo 也在
+    # 提示之列）”: a log message in __init__, not a Python warning.
     text = source(GRPOTrainer.__init__)
+    start = text.index('if args.importance_sampling_level == "sequence" and args.loss_type in')
+    assert text[start:].split(":", 1)[1].lstrip().startswith("logger.warning(")
+    assert "warnings.warn" not in text[start : start + 600]
     assert (
         'if args.importance_sampling_level == "sequence" and args.loss_type in ["bnpo", "dr_grpo", "dapo", "cispo"]:'
         in text
@@ -51,8 +59,12 @@ def test_trl_warns_on_sequence_level_with_token_summed_loss():
 
 
 def test_frac_reward_zero_std_metric():
-    # grpo-variants.md: “frac_reward_zero_std 是被丢掉的组的比例（TRL 的同名指标）”.
-    assert 'self._metrics[mode]["frac_reward_zero_std"]' in source(GRPOTrainer)
+    # grpo-variants.md: “TRL 的同名指标是优势所除的标准差‘接近 0’（torch.isclose(std, 0)）的比例，每步都记录 …
+    # "batch" 时它看的是整批的标准差，只能是 0 或 1”.
+    text = source(GRPOTrainer._generate_and_score_completions)
+    assert "std_rewards = nanstd(rewards).expand_as(rewards)" in text  # "batch": one std for the whole batch
+    assert "is_std_zero = torch.isclose(std_rewards, torch.zeros_like(std_rewards))" in text
+    assert 'self._metrics[mode]["frac_reward_zero_std"].append(is_std_zero.float().mean().item())' in text
 
 
 def test_soft_overlong_punishment_reward_function_location():
@@ -62,8 +74,10 @@ def test_soft_overlong_punishment_reward_function_location():
 
 
 def test_gspo_token_is_not_in_trl():
-    # grpo-variants.md: “GSPO-token（TRL trl/experimental/gspo_token），本书没有实现”: TRL 1.16 has no such module.
+    # grpo-variants.md: “TRL 曾在 trl.experimental.gspo_token 里提供它（importance_sampling_level="sequence_token"，PR #3820
+    # 加入，PR #7331 移除），TRL 1.16.0 已不再包含”.
     assert not module_exists("trl.experimental.gspo_token")
+    assert "sequence_token" not in source(GRPOTrainer) and "sequence_token" not in source(GRPOConfig)
 
 
 def test_verl_dual_clip_default():
@@ -73,16 +87,37 @@ def test_verl_dual_clip_default():
     assert '"actor/pg_clipfrac_lower"' in source(core_algos.compute_policy_loss_vanilla)
 
 
-def test_verl_seq_mean_token_sum_norm_divides_by_the_padded_width():
-    # grpo-variants.md: verl's seq-mean-token-sum-norm divides by loss_scale_factor, “默认是补齐后的宽度 T”.
-    loss, mask = torch.ones(2, 5), torch.tensor([[1.0, 1, 0, 0, 0], [1, 1, 1, 1, 0]])
-    assert core_algos.agg_loss(loss, mask, "seq-mean-token-sum-norm") == (2 + 4) / 2 / 5
+def test_verl_seq_mean_token_sum_norm_is_a_mean_over_sequences_divided_by_a_constant():
+    # grpo-variants.md: “verl 0.9.1 对每条回答求 token 和、在回答间平均（整行掩码为 0 的回答不计入），再除以
+    # loss_scale_factor（默认是补齐后的宽度 T）；TRL 除以 B·max_completion_length。把 actor.loss_scale_factor 设成最大生成
+    # 长度 L，两者就一致（整行为 0 的回答除外）”.
+    loss = torch.arange(15.0).view(3, 5)
+    mask = torch.tensor([[1.0, 1, 0, 0, 0], [1, 1, 1, 1, 0], [0, 0, 0, 0, 0]])
+    token_sums = (loss * mask).sum(-1)
+    assert (
+        core_algos.agg_loss(loss, mask, "seq-mean-token-sum-norm") == token_sums.sum() / 2 / 5
+    )  # 2 non-empty rows, T=5
+    L = 8
+    trl_dr_grpo = "loss = (per_token_loss * mask).sum() / (per_token_loss.size(0) * self.max_completion_length)"
+    assert trl_dr_grpo in source(GRPOTrainer._compute_loss)
+    no_empty = core_algos.agg_loss(loss[:2], mask[:2], "seq-mean-token-sum-norm", loss_scale_factor=L)
+    assert torch.isclose(no_empty, (loss[:2] * mask[:2]).sum() / (2 * L))
+    with_empty = core_algos.agg_loss(loss, mask, "seq-mean-token-sum-norm", loss_scale_factor=L)
+    assert not torch.isclose(with_empty, (loss * mask).sum() / (3 * L))  # TRL's B counts the empty row
+    actor = ActorConfig(strategy="fsdp", rollout_n=1, ppo_micro_batch_size_per_gpu=1)
+    assert (actor.loss_agg_mode, actor.loss_scale_factor) == ("token-mean", None)
 
 
 def test_verl_gspo_follows_the_aggregation_it_is_given():
-    # grpo-variants.md “verl 的 GSPO 是 GSPO-token 写法 … 并强制按回答平均”: the value and gradient form is checked
-    # in tests/conformance/test_gspo_verl.py; the aggregation is not forced — seq-mean-token-mean is only the default.
+    # grpo-variants.md “verl 0.9.1 不强制汇总方式，沿用 actor.loss_agg_mode（默认 token-mean …）；要得到 … 按回答平均，须同时设
+    # actor.loss_agg_mode="seq-mean-token-mean"” and “verl 还把 log s_{i,t} 限幅在 10 以下，GSPO 的 actor/pg_clipfrac_lower
+    # 恒为 0”; the GSPO-token value and gradient are checked in tests/conformance/test_gspo_verl.py.
+    text = source(core_algos.compute_policy_loss_gspo)
+    assert "log_seq_importance_ratio = torch.clamp(log_seq_importance_ratio, max=10.0)" in text
+    assert "pg_clipfrac_lower = torch.tensor(0.0, device=pg_loss.device)" in text
+    assert "loss_agg_mode = config.loss_agg_mode" in module_source("verl.workers.utils.losses")
     actor = ActorConfig(strategy="fsdp", rollout_n=1, ppo_micro_batch_size_per_gpu=1)
+    assert actor.loss_agg_mode == "token-mean"
     old = torch.zeros(2, 4)
     logps = torch.tensor([[0.1, -0.1, 0.0, 0.0], [0.05, 0.0, 0.1, -0.2]])
     advantages = torch.tensor([[1.0] * 4, [-2.0] * 4])
@@ -95,3 +130,81 @@ def test_verl_gspo_follows_the_aggregation_it_is_given():
 def test_verl_filter_groups_option_exists():
     # grpo-variants.md: “verl 的 algorithm.filter_groups 这样做”.
     assert "filter_groups" in AlgoConfig.__dataclass_fields__
+
+
+def test_trl_delta_is_verl_dual_clip():
+    # grpo-variants.md “设 delta=c（INTELLECT-2 所说的 two-sided clipping）就得到同一个 dual-clip：Â < 0 时比率超过 c 的 token
+    # 损失封顶为 −Â c、梯度为 0（Â > 0 时，只要 c > 1+ε_high 就不起作用）”. TRL caps coef_1 after coef_2 is computed:
+    text = source(GRPOTrainer._compute_loss)
+    lines = [
+        "coef_2 = torch.clamp(coef_1, 1 - self.epsilon_low, 1 + self.epsilon_high)",
+        "if self.args.delta is not None: coef_1 = torch.clamp(coef_1, max=self.args.delta)",
+        "per_token_loss1 = coef_1 * advantages",
+        "per_token_loss2 = coef_2 * advantages",
+        "per_token_loss = -torch.min(per_token_loss1, per_token_loss2)",
+    ]
+    assert all(line in text for line in lines) and text.index(lines[0]) < text.index(lines[1])
+    c, eps = 3.0, 0.2
+    actor = ActorConfig(strategy="fsdp", rollout_n=1, ppo_micro_batch_size_per_gpu=1, clip_ratio=eps, clip_ratio_c=c)
+    ratio = torch.tensor([[0.5, 0.9, 1.1, 1.5, 2.9, 3.1, 5.0]])
+    for A in (1.0, -1.0):
+        logps = ratio.log().clone().requires_grad_(True)
+        advantages = torch.full_like(ratio, A)
+        verl_loss, _ = core_algos.compute_policy_loss_vanilla(
+            torch.zeros_like(ratio), logps, advantages, torch.ones_like(ratio), "token-sum", actor
+        )
+        w = logps.exp()  # TRL's lines above, with delta = c
+        trl_loss = -torch.min(w.clamp(max=c) * advantages, w.clamp(1 - eps, 1 + eps) * advantages).sum()
+        assert torch.allclose(verl_loss, trl_loss)
+        assert torch.allclose(*(torch.autograd.grad(x, logps, retain_graph=True)[0] for x in (verl_loss, trl_loss)))
+
+
+def test_verl_overlong_buffer_config_keys():
+    # grpo-variants.md table row 软超长惩罚, verl column: “reward.reward_manager.name=dapo，reward.reward_kwargs.overlong_buffer_cfg.
+    # {enable,len,penalty_factor} 与 reward.reward_kwargs.max_resp_len（… verl 0.9.1 把 reward_model.reward_kwargs 迁移到
+    # reward.reward_kwargs）” and “软超长惩罚在 verl 里没有下限”.
+    # verl.experimental.reward_loop imports aiohttp at package import, which the claim tests do not install: read the files.
+    reward_loop = Path(verl.__file__).parent / "experimental" / "reward_loop"
+    dapo = (reward_loop / "reward_manager" / "dapo.py").read_text(encoding="utf-8")
+    assert '@register("dapo")' in dapo
+    assert 'overlong_buffer_cfg = config.reward.get("reward_kwargs", {}).get("overlong_buffer_cfg", None)' in dapo
+    assert 'self.max_resp_len = config.reward.get("reward_kwargs", {}).get("max_resp_len", None)' in dapo
+    assert "overlong_penalty_factor = self.overlong_buffer_cfg.penalty_factor" in dapo
+    assert "overlong_reward = min(-exceed_len / overlong_buffer_len * overlong_penalty_factor, 0)" in dapo
+    migration = (reward_loop / "reward_loop.py").read_text(encoding="utf-8")
+    assert 'config.reward["reward_kwargs"] = config.reward_model["reward_kwargs"]' in migration
+
+
+def test_newer_trl_options_and_what_they_do():
+    # grpo-variants.md box “本节没有实现的 TRL 选项”: TRL 1.16.0's GRPOConfig has them; one sentence each.
+    fields = GRPOConfig.__dataclass_fields__
+    for name in ("delta", "top_entropy_quantile", "off_policy_mask_threshold", "sapo_temperature_pos"):
+        assert name in fields, name
+    assert "sapo_temperature_neg" in fields and "vespo_k_pos" in fields
+    text = source(GRPOTrainer._compute_loss)
+    # cispo: “把比率在 epsilon_high 处限幅、不传梯度，当作权重乘在 −Â log π_θ 上 … 按整个生成批次的 token 数归一”
+    assert "clamped_ratios = torch.clamp(coef_1, max=self.epsilon_high).detach()" in text
+    assert "per_token_loss = -clamped_ratios * advantages * per_token_logps" in text
+    assert 'elif self.loss_type in ["cispo", "dapo", "vespo"]:' in text
+    # sapo: “(4/τ) sigmoid(τ(w−1)) 代替硬截断 … 正、负优势各一个温度 … 按 grpo 的方式汇总”
+    assert "soft_coef_1 = torch.sigmoid(temperatures * (coef_1 - 1)) * 4 / temperatures" in text
+    assert 'if self.loss_type in ["grpo", "sapo"]:' in text
+    # luspo: “每条回答的损失在回答内求和、不除以长度，再在回答间平均”
+    assert "loss = (per_token_loss * mask).sum(-1).mean()" in text
+    assert 'if args.loss_type == "luspo" and args.importance_sampling_level != "sequence":' in source(
+        GRPOTrainer.__init__
+    )
+    # vespo: “整条回答的概率比 w（不开方）的 Gamma 形权重 φ(w) = e^λ w^k e^{−λw}（φ(1) = 1，不传梯度）… 乘在 −Â log π_θ 上”
+    gamma = source(GRPOTrainer.get_gamma_weights)
+    assert "seq_log_ratio = torch.sum(log_ratio_clamped * mask, dim=-1, keepdim=True)" in gamma
+    assert "log_phi = lambda_seq + k_seq * log_w_seq - lambda_seq * w_seq" in gamma
+    assert "@torch.no_grad()" in source(GRPOTrainer).split("def get_gamma_weights")[0][-200:]
+    assert "per_token_loss = -phi_seq * advantages * per_token_logps" in text
+    # top_entropy_quantile: “只让熵排在前 ρ 分位的 token 进入策略损失”
+    assert "entropy_mask = self.get_high_entropy_mask(entropies, mask, 1 - self.top_entropy_quantile)" in text
+    assert "per_token_loss = per_token_loss * entropy_mask" in text
+    # off_policy_mask_threshold: “优势为负、且 … 平均每 token 对数概率差 … 超过阈值的回答，整条移出损失”
+    mask_source = source(GRPOTrainer.get_off_policy_mask)
+    assert "kl_div = sampling_per_token_logps - per_token_logps.detach()" in mask_source
+    assert "return (is_pos_adv | is_low_kl).to(dtype=mask.dtype) # (B, 1)" in mask_source
+    assert "per_token_loss = per_token_loss * off_policy_mask" in text

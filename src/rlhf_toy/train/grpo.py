@@ -19,7 +19,7 @@ from rlhf_toy.tasks import Task
 
 @dataclass
 class GRPOConfig:
-    """GRPO 的超参数；名字与 TRL `GRPOConfig` 相同。默认值是种子演示的取值。
+    """GRPO 的超参数；除 `steps`、`dynamic_sampling`、`log_clip_sides` 外，名字与 TRL `GRPOConfig` 相同。默认值是种子演示的取值。
 
     Attributes:
         num_generations: 每个提示词采样的回答数 $G$。
@@ -28,7 +28,7 @@ class GRPOConfig:
         beta: KL 系数。
         learning_rate: Adam 学习率。查表策略直接优化 logits，所以可以很大。
         steps: 采样—更新的轮数。
-        num_iterations: 每批样本上的优化步数 $\\mu$；旧策略对数概率在这批内冻结。为 1 时不另算旧策略，
+        num_iterations: 每批样本上的优化步数（DeepSeekMath 的 $\\mu$）；旧策略对数概率在这批内冻结。为 1 时不另算旧策略，
             用 `logps.detach()`（同 TRL），比率恒为 1，`clip_ratio` 恒为 0。
         scale_rewards: 优势的缩放方式，见 `group_advantages`。
         loss_type: 损失汇总方式，见 `aggregate_loss`。
@@ -36,7 +36,9 @@ class GRPOConfig:
         importance_sampling_level: `"token"` 或 `"sequence"`（GSPO），见 `grpo_loss`。
         dynamic_sampling: `True` 时按 DAPO 在算损失之前丢掉奖励全相同的组（见 `dynamic_sampling_mask`；
             不重新采样补齐；优势仍在整批上算，`scale_rewards="batch"` 的标准差含被丢的组），
-            并记录 `frac_reward_zero_std`（TRL 的同名指标）与 `effective_batch_size`（进入损失的回答数）。
+            并记录 `frac_reward_zero_std`（被丢掉的组的比例；与 TRL 的同名指标在 `scale_rewards="group"`/`"none"`
+            时含义相同，但 TRL 用 `isclose(std, 0)` 判断、每步都记录）与 `effective_batch_size`（进入损失的回答数）。
+            一组也不剩的步不更新，`loss`、`clip_ratio` 记为 0，`beta > 0` 时 `kl` 也记为 0（不是策略的 KL）。
         log_clip_sides: `True` 时另记 `clip_ratio/low_mean` 与 `clip_ratio/high_mean`，见 `grpo_loss`。
     """
 
