@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
+import trl
 from trl import DPOConfig
 from trl.trainer.dpo_trainer import DPOTrainer
 
-from .pinned import default_config, source
+from .pinned import default_config, module_exists, source
 
 
 def test_dpo_config_defaults():
@@ -46,10 +48,38 @@ def test_rewards_metrics_names_and_definitions():
 
 def test_metrics_are_logged_every_ten_steps():
     # dpo.md: the step-1 row of the book's history; TRL logs every logging_steps=10 steps, averaged since the
-    # last log, so a TRL user never sees a step-1 row.
+    # last log, so a TRL user never sees a step-1 row (“TRL 1.16.0 默认每 logging_steps=10 步才写一次日志，写的是这 10 步的平均”).
     assert default_config(DPOConfig).logging_steps == 10
+    text = source(DPOTrainer.log)
+    assert "metrics = {key: sum(val) / len(val) for key, val in self._metrics[mode].items()}" in text
+    assert "self._metrics[mode].clear()" in text
+
+
+def test_logps_metrics_are_logged():
+    # dpo.md: “TRL 还记录 logps/chosen、logps/rejected（策略的序列对数概率的批平均）”.
+    text = source(DPOTrainer._compute_loss)
+    assert 'self._metrics[mode]["logps/chosen"].append(self.accelerator.gather(chosen_logps).mean().item())' in text
+    assert 'self._metrics[mode]["logps/rejected"]' in text
+
+
+def test_precompute_ref_log_probs_saves_memory_and_refuses_sync_ref_model():
+    # dpo.md: precompute_ref_log_probs “主要是为了省显存（TRL 的文档就是这么说的）”, “不能和 sync_ref_model（TR-DPO）同用，
+    # TRL 对这个组合直接报错”.
+    doc = re.sub(r"\s+", " ", DPOConfig.__doc__)
+    assert (
+        "This allows to save memory during training, as the reference model does not need to be kept in memory" in doc
+    )
+    assert "You cannot use `sync_ref_model=True` together with `precompute_ref_log_probs=True`." in source(
+        DPOTrainer.__init__
+    )
+
+
+def test_online_dpo_is_experimental():
+    # dpo.md “本章没讲的”: “TRL 1.16.0 把这类训练器放在 trl.experimental.online_dpo”.
+    assert module_exists("trl.experimental.online_dpo")
+    assert not hasattr(trl, "OnlineDPOTrainer")
 
 
 def test_reference_free_is_gone():
-    # dpo.md: “TRL 里这叫 reference_free”: no such DPOConfig field in TRL 1.16 (it was removed in v0.29).
+    # dpo.md: “TRL v0.28 及以前有这个选项，叫 reference_free……v0.29 重构 DPO 时移除”: no such DPOConfig field in TRL 1.16.
     assert "reference_free" not in {field.name for field in dataclasses.fields(DPOConfig)}

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
+import trl
+from trl import DPOConfig
 from trl.experimental.cpo import CPOConfig, CPOTrainer
 from trl.trainer.dpo_trainer import DPOTrainer
 
-from .pinned import default_config, module_exists, source
+from .pinned import config, default_config, module_exists, source
 
 TRL_DPO_LOSS_TYPES = {
     "sigmoid",
@@ -35,8 +38,8 @@ def branch(loss_type: str) -> str:
 
 
 def test_dpo_loss_types_in_trl():
-    # dpo-variants.md, table and “TRL 还有 exo_pair、nca_pair、bco_pair、sppo_hard、aot、apo_zero、apo_down、discopop
-    # 等损失，本书不实现”: the loss types of TRL 1.16's DPOTrainer, sigmoid_norm among them.
+    # dpo-variants.md, table and “loss_type 还可以是 exo_pair、nca_pair、bco_pair、sppo_hard、aot、aot_unpaired、apo_zero、
+    # apo_down、discopop、sft”: the loss types of TRL 1.16's DPOTrainer, sigmoid_norm among them.
     text = source(DPOTrainer._compute_loss)
     listed = re.search(r"Should be one of \[(.*?)\]", text)[1]
     assert set(re.findall(r"'(\w+)'", listed)) == TRL_DPO_LOSS_TYPES
@@ -86,3 +89,60 @@ def test_rewards_metrics_do_not_depend_on_loss_type():
         "for loss_type, loss_weight"
     )
     assert text.index("chosen_rewards = self.beta * chosen_logratios.detach()") > text.index("Unknown loss type")
+
+
+def test_fully_truncated_examples_are_dropped():
+    # dpo-variants.md “用法：空回答”: “TRL 给回答末尾加 EOS（TRL 1.16.0 对纯文本格式的数据如此）”, “TRL 1.16.0 在准备数据时
+    # 就丢掉提示词占满 max_length 的样本”; truncation_mode keep_start is the default.
+    text = source(DPOTrainer._prepare_dataset)
+    assert 'example["chosen"] = example["chosen"] + eos_token' in text
+    assert 'dataset.filter(lambda example: len(example["prompt_ids"]) < args.max_length' in text
+    assert default_config(DPOConfig).truncation_mode == "keep_start"
+
+
+def test_simpo_gamma_is_a_cpo_option_not_a_dpo_option():
+    # dpo-variants.md: “simpo_gamma……名字同 TRL CPOConfig（TRL 的 DPOTrainer 没有 simpo）”.
+    assert "simpo_gamma" not in {field.name for field in dataclasses.fields(DPOConfig)}
+    assert "simpo_gamma" in {field.name for field in dataclasses.fields(CPOConfig)}
+    assert "simpo" not in TRL_DPO_LOSS_TYPES
+
+
+def test_loss_type_is_a_list_with_loss_weights():
+    # dpo-variants.md: “TRL 1.16.0 的 loss_type 是列表（默认 ["sigmoid"]），可以配合 loss_weights 把几个损失加权相加”.
+    args = config(DPOConfig, loss_type="sigmoid")
+    assert args.loss_type == ["sigmoid"]
+    args = config(DPOConfig, loss_type=["sigmoid", "sft"], loss_weights=[1.0, 0.5])
+    assert args.loss_type == ["sigmoid", "sft"]
+    assert "for loss_type, loss_weight in zip(self.loss_types, self.loss_weights, strict=True):" in source(
+        DPOTrainer._compute_loss
+    )
+    assert "loss += per_sequence_loss.mean() * loss_weight" in source(DPOTrainer._compute_loss)
+
+
+def test_margin_changing_options():
+    # dpo-variants.md: “改变间隔本身的 f_divergence_type（f-DPO：正向 KL、JS、α 散度，与不兼容的 loss_type 同用时报错）、
+    # ld_alpha（LD-DPO）与 use_weighting（WPO）”.
+    args = default_config(DPOConfig)
+    assert (args.f_divergence_type, args.ld_alpha, args.use_weighting) == ("reverse_kl", None, False)
+    doc = re.sub(r"\s+", " ", DPOConfig.__doc__)
+    assert "`reverse_kl` (default), `forward_kl`, `js_divergence`, `alpha_divergence`" in doc
+    assert "α parameter from the LD-DPO paper" in doc
+    assert "[WPO](https://huggingface.co/papers/2406.11827)" in doc
+    assert "is only supported for the following loss types" in source(DPOTrainer.__init__)
+
+
+def test_hinge_docstring_cites_slic_normalized_likelihood():
+    # dpo-variants.md, hinge: TRL's hinge is the normalised (reference-based) version: “hinge loss on the normalized
+    # likelihood from the SLiC paper” (CPOConfig), and DPOTrainer's hinge reads the log-ratio margin.
+    assert "hinge loss on the normalized likelihood from the" in re.sub(r"\s+", " ", CPOConfig.__doc__)
+    assert "per_sequence_loss = torch.relu(1 - self.beta * delta_score)" in branch("hinge")
+
+
+def test_kto_and_orpo_locations():
+    # dpo-variants.md “本页没有实现的”: “KTO……TRL 1.16.0 里是 KTOTrainer；ORPO……在 trl.experimental.orpo”;
+    # “CPOTrainer 也在 trl.experimental.cpo，不在 trl 顶层”.
+    assert hasattr(trl, "KTOTrainer")
+    assert module_exists("trl.experimental.orpo") and not hasattr(trl, "ORPOTrainer")
+    assert not hasattr(trl, "CPOTrainer")
+    assert {"apo_zero", "apo_down", "sft"} <= TRL_DPO_LOSS_TYPES
+    assert "ld_alpha" in {field.name for field in dataclasses.fields(DPOConfig)}

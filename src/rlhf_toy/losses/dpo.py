@@ -1,7 +1,7 @@
 r"""DPO（Rafailov et al., 2023, arXiv 2305.18290）及其变体的损失与隐式奖励指标。
 
 输入是**整条回答**的对数概率（逐 token 对数概率在掩码内求和），与 TRL `DPOTrainer` 相同。
-`loss_type` 选择逐对损失，名字同 TRL：`sigmoid`（DPO；`label_smoothing > 0` 时是 cDPO）、`hinge`（SLiC）、
+`loss_type` 选择逐对损失，名字同 TRL：`sigmoid`（DPO；`label_smoothing > 0` 时是 cDPO）、`hinge`（SLiC / RSO）、
 `ipo`、`robust`（鲁棒 DPO）、`sigmoid_norm`（按长度归一化的 DPO）、`simpo`（无参考模型，TRL `CPOTrainer`）。
 """
 
@@ -99,13 +99,13 @@ def sigmoid_pair_loss(margins: Tensor, beta: float, label_smoothing: float = 0.0
     $$\ell(\Delta) = -(1-\epsilon)\log\sigma(\beta\Delta) - \epsilon\log\sigma(-\beta\Delta),
     \qquad -\frac{\partial\ell}{\partial\Delta} = \beta\,\big[\sigma(-\beta\Delta) - \epsilon\big].$$
 
-    $\epsilon = 0$ 是 DPO 论文式 (7)，即 TRL 当前版本的 `loss_type="sigmoid"`；$\epsilon > 0$ 是 Mitchell 的 cDPO 笔记式 (3)，
+    $\epsilon = 0$ 是 DPO 论文式 (7)，即 TRL 1.16.0 的 `loss_type="sigmoid"`；$\epsilon > 0$ 是 Mitchell 的 cDPO 笔记式 (3)，
     即 TRL v0.28 及以前 `DPOTrainer.dpo_loss` 的 `sigmoid` 与 OpenRLHF `DPOLoss`。
     $\epsilon > 0$ 时梯度在 $\beta\Delta = \log\frac{1-\epsilon}{\epsilon}$ 处为 0，之后反过来把 $\Delta$ 往回拉。
 
     Args:
         margins: 间隔 $\Delta$，形状 `(B,)`，浮点。
-        beta: 温度 $\beta \ge 0$。
+        beta: KL 系数 $\beta \ge 0$（DPO 论文的代码与 TRL 早期版本的注释称之为 temperature）。
         label_smoothing: $\epsilon \in [0, 0.5)$，假设的标签翻转概率。
 
     Returns:
@@ -130,13 +130,13 @@ def robust_pair_loss(margins: Tensor, beta: float, label_smoothing: float) -> Te
     $$\ell(\Delta) = \frac{-(1-\epsilon)\log\sigma(\beta\Delta) + \epsilon\log\sigma(-\beta\Delta)}{1-2\epsilon},
     \qquad -\frac{\partial\ell}{\partial\Delta} = \beta\,\Big[\sigma(-\beta\Delta) + \frac{\epsilon}{1-2\epsilon}\Big].$$
 
-    Chowdhury et al. 2024（arXiv 2403.00409）；TRL `loss_type="robust"`（HEAD 与 v0.28 相同）。若每个标签以概率 $\epsilon$
+    Chowdhury et al. 2024（arXiv 2403.00409）；TRL 1.16.0 的 `loss_type="robust"`（公式与 v0.28 及以前相同）。若每个标签以概率 $\epsilon$
     被翻转，则 $(1-\epsilon)\,\ell(\Delta) + \epsilon\,\ell(-\Delta) = -\log\sigma(\beta\Delta)$：噪声数据上的期望损失等于干净数据上的 DPO 损失。
     它没有下界（$\Delta\to+\infty$ 时 $\ell\to-\infty$），梯度也从不为 0。
 
     Args:
         margins: 间隔 $\Delta$，形状 `(B,)`，浮点。
-        beta: 温度 $\beta \ge 0$。
+        beta: KL 系数 $\beta \ge 0$。
         label_smoothing: $\epsilon \in [0, 0.5)$，假设的标签翻转概率；0 时与 `sigmoid_pair_loss` 相同。
 
     Returns:
@@ -152,9 +152,11 @@ def robust_pair_loss(margins: Tensor, beta: float, label_smoothing: float) -> Te
 
 # --8<-- [start:hinge_pair_loss]
 def hinge_pair_loss(margins: Tensor, beta: float) -> Tensor:
-    r"""逐对的 hinge 损失（SLiC，Zhao et al. 2023, arXiv 2305.10425）：$\ell(\Delta) = \max(0,\ 1 - \beta\Delta)$。
+    r"""逐对的 hinge 损失：$\ell(\Delta) = \max(0,\ 1 - \beta\Delta)$。
 
-    TRL `loss_type="hinge"`（HEAD 与 v0.28 相同）。$-\partial\ell/\partial\Delta = \beta\cdot\mathbb 1[\beta\Delta < 1]$：
+    源自 SLiC（Zhao et al. 2023, arXiv 2305.10425）的校准损失 $\max(0, \delta - \log\pi_\theta(y_w) + \log\pi_\theta(y_l))$
+    （不用参考模型）；这里是 RSO（Liu et al. 2024, arXiv 2309.06657）的归一化版本 hinge-norm：对数概率换成相对参考模型的
+    对数概率比，门槛 $\delta = 1/\beta$。即 TRL 1.16.0 的 `loss_type="hinge"`（公式与 v0.28 及以前相同）。$-\partial\ell/\partial\Delta = \beta\cdot\mathbb 1[\beta\Delta < 1]$：
     间隔达到 $1/\beta$ 后损失和梯度都恰为 0，不再推，但也不往回拉。
 
     Args:
@@ -204,11 +206,12 @@ def dpo_pair_losses(
     r"""按 `loss_type` 把间隔 $\Delta$ 变成逐对损失（损失 = −目标）。
 
     `sigmoid`、`sigmoid_norm` 与 `simpo` 共用 `sigmoid_pair_loss`，区别只在 $\Delta$ 怎么算（见 `dpo_loss`）；
-    `simpo` 还要先减去目标间隔 $\gamma/\beta$，即 $-\log\sigma(\beta\Delta - \gamma)$（TRL `CPOTrainer.cpo_loss`）。
+    `simpo` 还要先减去 $\gamma/\beta$（SimPO 的目标奖励间隔 $\gamma$ 对应的间隔），即 $-\log\sigma(\beta\Delta - \gamma)$
+    （TRL `CPOTrainer.cpo_loss`）。“目标间隔”一词本书只用于 IPO 的 $1/(2\beta)$。
 
     Args:
         margins: 间隔 $\Delta$，形状 `(B,)`，浮点。
-        beta: 温度 $\beta \ge 0$（`ipo`、`simpo` 要求 $> 0$）。
+        beta: KL 系数 $\beta \ge 0$（`ipo`、`simpo` 要求 $> 0$）。
         loss_type: `DPO_LOSS_TYPES` 之一。
         label_smoothing: $\epsilon \in [0, 0.5)$；只有 `sigmoid`、`robust`、`simpo` 接受 $\epsilon > 0$。
         simpo_gamma: SimPO 的目标奖励间隔 $\gamma \ge 0$（TRL `CPOConfig.simpo_gamma`，默认 0.5），只用于 `simpo`。
@@ -237,10 +240,11 @@ def dpo_pair_losses(
 
 # --8<-- [start:normalize_by_length]
 def normalize_by_length(scores: Tensor, lengths: Tensor) -> Tensor:
-    r"""把整条回答的分数除以回答长度（token 数），长度先截到至少 1：空回答（长度 0）的分数是 0，不是 NaN。
+    r"""把整条回答的分数除以回答长度（token 数），长度先限幅为至少 1：空回答（长度 0）的分数是 0，不是 NaN。
 
-    与 TRL 当前版本 `DPOTrainer._compute_loss` 的 `ipo`、`sigmoid_norm` 相同（`clamp(min=1)`）。
-    TRL v0.28 在 `concatenated_forward` 里直接除以 `loss_mask.sum(-1)`，空回答得到 0/0 = NaN（TRL issue #1033）。
+    与 TRL 1.16.0 `DPOTrainer._compute_loss` 的 `ipo`、`sigmoid_norm` 相同（`clamp(min=1)`）。
+    TRL v0.28 及以前在 `concatenated_forward` 里直接除以 `loss_mask.sum(-1)`；提示词占满 `max_length`、回答被整段截掉时
+    掩码全 0，得到 0/0 = NaN（TRL issue #1033）。这样的偏好对在这里分数为 0、没有梯度，但 IPO 的损失仍计入常数 $1/(4\beta^2)$。
 
     Args:
         scores: 形状 `(B,)`，浮点，例如对数概率比 $\log\pi_\theta(y) - \log\pi_{ref}(y)$。
@@ -273,8 +277,8 @@ def dpo_loss(
 
     $$\Delta = \Big[\log\pi_\theta(y_w) - \log\pi_{ref}(y_w)\Big] - \Big[\log\pi_\theta(y_l) - \log\pi_{ref}(y_l)\Big]$$
 
-    默认即论文式 (7)；TRL `DPOTrainer` 的 `loss_type="sigmoid"`（当前版本不含标签平滑）。其他 `loss_type`：
-    `hinge`、`ipo`、`robust` 用同一个 $\Delta$（`ipo` 给了长度时先把两个对数概率比各自除以长度，同 TRL 当前版本）；
+    默认即论文式 (7)；TRL 1.16.0 `DPOTrainer` 的 `loss_type="sigmoid"`（不含标签平滑）。其他 `loss_type`：
+    `hinge`、`ipo`、`robust` 用同一个 $\Delta$（`ipo` 给了长度时先把两个对数概率比各自除以长度，同 TRL 1.16.0）；
     `sigmoid_norm` 是按长度归一化的 sigmoid 损失；`simpo` 不用参考模型，
     $\Delta = \log\pi_\theta(y_w)/\lvert y_w\rvert - \log\pi_\theta(y_l)/\lvert y_l\rvert$（SimPO，Meng et al. 2024, arXiv 2405.14734）。
     逐对损失见 `dpo_pair_losses`。
@@ -284,11 +288,12 @@ def dpo_loss(
         rejected_logps: 策略对被拒回答 $y_l$（rejected）的序列对数概率，形状 `(B,)`。
         ref_chosen_logps: 参考模型对 $y_w$ 的序列对数概率，形状 `(B,)`，不带梯度；`simpo` 时必须是 `None`。
         ref_rejected_logps: 参考模型对 $y_l$ 的序列对数概率，形状 `(B,)`；`simpo` 时必须是 `None`。
-        beta: 温度 $\beta \ge 0$（TRL `beta`，默认 0.1）；越小越允许偏离参考模型。
+        beta: KL 系数 $\beta \ge 0$（TRL `beta`，默认 0.1）；越小越允许偏离参考模型。
         loss_type: `DPO_LOSS_TYPES` 之一，默认 `"sigmoid"`。
         label_smoothing: 标签翻转概率 $\epsilon \in [0, 0.5)$（TRL `label_smoothing`，默认 0）；
-            `sigmoid` 时即 cDPO（同 TRL v0.28），`robust` 时是鲁棒 DPO 的 $\epsilon$，`simpo` 时同 TRL `CPOTrainer`。
-        chosen_lengths: $y_w$ 的长度（掩码之和），形状 `(B,)`，整数或浮点，$\ge 0$；截到至少 1 后使用。
+            `sigmoid` 时即 cDPO（同 TRL v0.28 及以前；TRL 1.16.0 的 `sigmoid` 不读它），`robust` 时是鲁棒 DPO 的 $\epsilon$，
+            `simpo` 时同 TRL `CPOTrainer`。
+        chosen_lengths: $y_w$ 的长度（掩码之和），形状 `(B,)`，整数或浮点，$\ge 0$；限幅为至少 1 后使用。
             `sigmoid_norm`、`simpo` 必须给，`ipo` 可选（不给就是论文的整条回答 IPO），其他类型不接受。
         rejected_lengths: $y_l$ 的长度，同上；与 `chosen_lengths` 同时给或同时不给。
         simpo_gamma: SimPO 的目标奖励间隔 $\gamma \ge 0$（TRL `CPOConfig.simpo_gamma`，默认 0.5），只用于 `simpo`。

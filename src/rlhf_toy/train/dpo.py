@@ -17,13 +17,14 @@ from rlhf_toy.policies import Policy
 
 @dataclass
 class DPOConfig:
-    """DPO 的超参数；名字与 TRL `DPOConfig` 相同。默认值是种子演示的取值。
+    """DPO 的超参数；名字与 TRL `DPOConfig` 相同（`simpo_gamma` 同 TRL `CPOConfig`）。默认值是种子演示的取值。
 
     Attributes:
-        beta: 温度 $\\beta$。
+        beta: KL 系数 $\\beta$。
         learning_rate: Adam 学习率。
         steps: 全批梯度步数。
         loss_type: 逐对损失，`rlhf_toy.losses.dpo.DPO_LOSS_TYPES` 之一；默认 `"sigmoid"` 即 DPO。
+            一个字符串（TRL 1.16.0 的 `loss_type` 是列表，可配合 `loss_weights` 组合多个损失）。
         label_smoothing: 标签翻转概率 $\\epsilon$（`sigmoid` 时即 cDPO，`robust` 时是鲁棒 DPO 的 $\\epsilon$）。
         simpo_gamma: SimPO 的目标奖励间隔 $\\gamma$，只用于 `loss_type="simpo"`。
     """
