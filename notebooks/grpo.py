@@ -36,7 +36,7 @@ import rlhf_toy  # noqa: E402, F401
 # %% [markdown]
 # ## 训练：每批样本更新一次与两次
 #
-# 同一个随机种子、同样的任务和初始策略，只改每批样本上的更新次数 $\mu$（`num_iterations`）。
+# 同一个随机种子、同样的任务和初始策略，只改每批样本上的更新次数 $n_{\text{iter}}$（`num_iterations`）。
 # `success_prob` 是策略给正确回答的平均概率（精确计算），`kl` 是采样 token 上 $k_3$ 的平均，
 # `clip_ratio` 是截断起作用的 token 比例。
 
@@ -62,24 +62,24 @@ for num_iterations in (1, 2):
     config = GRPOConfig(steps=40, num_iterations=num_iterations)
     histories[num_iterations] = train_grpo(policy, task, config, ref_policy=ref, evaluate=evaluate)
 
-for mu, history in histories.items():
+for n_iter, history in histories.items():
     last = history[-1]
     print(
-        f"num_iterations={mu}: success_prob {last['success_prob']:.3f}, kl {last['kl']:.3f}, "
+        f"num_iterations={n_iter}: success_prob {last['success_prob']:.3f}, kl {last['kl']:.3f}, "
         f"exact KL {last['exact_kl']:.3f}, "
         f"max clip_ratio {max(h['clip_ratio'] for h in history):.3f}"
     )
 
 # %%
 fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
-for mu, history in histories.items():
+for n_iter, history in histories.items():
     steps = [h["step"] for h in history]
-    axes[0].plot(steps, [h["success_prob"] for h in history], label=f"num_iterations={mu}")
-    line = axes[1].plot(steps, [h["kl"] for h in history], label=f"logged kl, num_iterations={mu}")[0]
+    axes[0].plot(steps, [h["success_prob"] for h in history], label=f"num_iterations={n_iter}")
+    line = axes[1].plot(steps, [h["kl"] for h in history], label=f"logged kl, num_iterations={n_iter}")[0]
     axes[1].plot(
-        steps, [h["exact_kl"] for h in history], "--", color=line.get_color(), label=f"exact KL, num_iterations={mu}"
+        steps, [h["exact_kl"] for h in history], "--", color=line.get_color(), label=f"exact KL, num_iterations={n_iter}"
     )
-    axes[2].plot(steps, [h["clip_ratio"] for h in history], label=f"num_iterations={mu}")
+    axes[2].plot(steps, [h["clip_ratio"] for h in history], label=f"num_iterations={n_iter}")
 axes[0].set(xlabel="step", ylabel="success probability", title="P(correct answer)")
 axes[1].set(xlabel="step", ylabel="nats", title="KL(pi_theta || pi_ref): k3 estimate vs exact")
 axes[2].set(xlabel="step", ylabel="fraction of tokens", title="clip_ratio")
@@ -95,7 +95,9 @@ plt.show()
 # 后期几乎每组都全对、优势为 0，`clip_ratio` 回到 0。
 # `kl` 随着策略把概率集中到正确回答上而增长：参考模型是训练开始时近似均匀的策略。
 # 虚线是按定义精确计算的 $\mathrm{KL}(\pi_\theta\Vert\pi_{\text{ref}})$。日志里的 `kl` 是 $k_3$ 在采样 token 上的平均：
-# 它在期望上无偏，但策略几乎只采正确回答之后，贡献大部分期望的错误回答很少被采到，单批估计就偏低、而且忽高忽低。
+# 它在期望上无偏，但策略几乎只采正确回答之后，贡献大部分期望的错误回答很少被采到：大多数批次采不到它们，估计偏低；
+# 既然平均下来无偏，少数采到错误回答的批次必然大幅高估。所以典型的一批偏低、而且忽高忽低，而不是估计量有偏。
+# （`num_iterations=2` 时记录的是第 2 次内循环，样本来自 $\pi_{\text{old}}$，这也不是 $\mathrm{KL}(\pi_\theta\Vert\pi_{\text{ref}})$ 的无偏估计。）
 
 # %% [markdown]
 # ## 截断代理目标随比率的变化
