@@ -56,28 +56,19 @@ def prose_units(text: str) -> list[tuple[int, str]]:
     return units
 
 
-# Old versions named without a reason that the page prose is about to fix; each entry is (page, version, a phrase
-# of the unit). Remove an entry when its page says why it names that version.
-PENDING = {("dpo-variants.md", "0.28", "reference_free=True")}
-
-
-def unexplained_versions(text: str, name: str = "") -> list[str]:
+def unexplained_versions(text: str) -> list[str]:
     found = []
     for number, unit in prose_units(text):
         for match in VERSION.finditer(unit):
             named = match[1] or match[2]
             names_pinned = any((m[1] or m[2]) in PINNED for m in VERSION.finditer(unit))
             if named not in PINNED and not names_pinned and not REASON.search(unit):
-                if any(page == name and named == v and phrase in unit for page, v, phrase in PENDING):
-                    continue
                 found.append(f"line {number}: {named!r} in “{unit[:120]}”")
     return found
 
 
 def test_pages_name_other_versions_only_with_a_reason():
-    problems = {
-        page.name: unexplained_versions(page.read_text(encoding="utf-8"), page.name) for page in DOCS.glob("*.md")
-    }
+    problems = {page.name: unexplained_versions(page.read_text(encoding="utf-8")) for page in DOCS.glob("*.md")}
     problems = {page: found for page, found in problems.items() if found}
     assert not problems, problems
 
