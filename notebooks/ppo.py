@@ -35,7 +35,9 @@ import rlhf_toy  # noqa: E402, F401
 # %% [markdown]
 # ## PPO 对学到的奖励模型
 #
-# 超参数取 TRL 的默认（$\beta = 0.05$、$\gamma = 1$、$\lambda = 0.95$、$\epsilon = 0.2$、4 轮），60 步。
+# 超参数取 TRL `PPOConfig` 的默认（TRL 删除 PPO 之前的最后版本 v1.12.0；本书固定的 TRL 1.16.0 已没有 PPO）：
+# $\beta = 0.05$、$\gamma = 1$、$\lambda = 0.95$、$\epsilon = 0.2$、4 轮；每个提示词采 4 个回答、每轮切成 2 个小批
+# （TRL 默认 `num_mini_batches=1`），60 步。查表任务上 $T = 1$，GAE 就是 $r - V(x)$，$\lambda$ 不起作用。
 # `success_prob` 与 `kl_to_ref` 是精确的真实指标，训练循环看不到它们。
 
 # %%
