@@ -73,7 +73,8 @@ print(f"success_prob：           {task.success_prob(policy):.3f}")
 # ## 种子演示
 #
 # 同一个任务上，先用 GRPO 训练一个随机初始化的查表策略 60 步，再用 DPO 在 20 个固定偏好对上训练另一个 200 步。
-# 输出与最初的种子演示逐行相同。
+# GRPO 取 β = 0.04、`num_iterations=2`、`loss_type="grpo"`（本书的默认值，不是 TRL 的默认值，见第 1 章正文）。
+# DPO 各行里的“被拒绝回答”就是被拒回答 $y_l$。
 
 # %%
 from rlhf_toy.demos import run_seed

@@ -69,7 +69,8 @@ plt.show()
 # %% [markdown]
 # ## 奖励表长什么样
 #
-# 每行一个提示词，每列一个回答；黑框是正确回答。没在任何偏好对里出现过的回答，分数停在 0。
+# 每行一个提示词，每列一个回答；黑框是正确回答。没在任何偏好对里出现过的回答，分数停在 0；
+# 但分数为 0 的不都是没见过的：一对标反会把正确回答夹在两个错误回答中间，它的两个梯度相消，分数也停在 0（见第 3 章正文）。
 
 # %%
 table = reward_model.table.detach()
@@ -82,7 +83,7 @@ ax.set_ylabel("prompt")
 ax.set_title("Learned reward table (box = correct answer)")
 fig.colorbar(im, ax=ax, shrink=0.7)
 plt.show()
-print(f"分数恰为 0（没见过）的回答比例 {(table == 0).float().mean().item():.3f}")
+print(f"分数恰为 0 的回答比例（多数是没见过的，也包括被一对标反的偏好夹在中间的正确回答）{(table == 0).float().mean().item():.3f}")
 
 # %% [markdown]
 # ## 标签噪声与留出准确率
