@@ -112,7 +112,8 @@ scaled_margins = torch.linspace(-6.0, 6.0, 121)
 losses, weights = [], []
 zero = torch.zeros(1)
 for m in scaled_margins:
-    chosen_logps = (m / beta).reshape(1).requires_grad_(True)  # Δ = βΔ / β，参考模型与被拒回答的对数概率取 0
+    # 把 Δ = βΔ / β 直接作为 chosen_logps 传入，其余三个取 0：这里它只是一个数，不必是真正的对数概率
+    chosen_logps = (m / beta).reshape(1).requires_grad_(True)
     loss, _ = dpo_loss(chosen_logps, zero, zero, zero, beta=beta)
     loss.backward()
     losses.append(loss.item())

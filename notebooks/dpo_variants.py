@@ -37,7 +37,7 @@ import rlhf_toy  # noqa: E402, F401
 # ## 损失与梯度权重随 $\beta\Delta$ 的变化
 #
 # 取 $\beta = 1$、$\epsilon = 0.1$、SimPO 的 $\gamma = 0.5$。每个点都由 `dpo_loss` 在一个偏好对上算出
-# （参考模型与被拒回答的对数概率取 0，于是 $\Delta = \log\pi_\theta(y_w)$；SimPO 没有参考模型，长度取 1），
+# （把 $\Delta$ 直接作为 `chosen_logps` 传入，其余三个取 0：这里它只是一个数，不必是真正的对数概率；SimPO 没有参考模型，长度取 1），
 # 权重用 autograd 反推。看权重曲线与横轴的交点：cDPO 在 $\log 9 \approx 2.2$，IPO 在 $\frac{1}{2\beta} = 0.5$，
 # hinge 在 1 之后恒为 0；DPO、SimPO 与鲁棒 DPO 从不为 0。
 
@@ -145,8 +145,8 @@ plt.show()
 # ## 带噪声的偏好：学到的偏好强度
 #
 # 每题两个回答、10 个偏好对，标签以 0.2 的概率被标反。横轴是每题实际被标反的比例 $q_x$，
-# 纵轴是训练 100 步后学到的 $\sigma(\beta\Delta_x)$（点），线是第 5 章（续）式 `eq:dv-noise-fit` 的预测：
-# sigmoid 学到 $1-q$，cDPO 再往 $\tfrac12$ 收，鲁棒 DPO 反解噪声（超过 1 的部分截到 1）。
+# 纵轴是训练 100 步后学到的 $\sigma(\beta\Delta_x)$（点），线是第 5 章（续）“带噪声的数据上，三者各学到什么”一节的驻点公式给出的预测：
+# sigmoid 学到 $1-q$，cDPO 再往 $\tfrac12$ 收，鲁棒 DPO 反解噪声（超过 1 的部分取 1：$q \le \epsilon$ 时没有有限的驻点）。
 
 # %%
 beta, eps = 0.5, 0.2
@@ -183,4 +183,5 @@ plt.show()
 
 # %% [markdown]
 # 可以试着改的地方：把 IPO 的 `beta` 换成 0.5 或 1.0，看目标间隔和 KL 怎么变；
-# 把噪声实验里鲁棒 DPO 的 `label_smoothing` 设得比真实噪声率（0.2）大或小，看学到的偏好偏向哪边。
+# 把噪声实验里鲁棒 DPO 的 `label_smoothing` 设得比真实噪声率（0.2）大或小，看学到的偏好偏向哪边
+# （这里的真实偏好是确定性的，所以 ε 估大了正确回答的概率反而更高，见第 5 章（续）的对照实验）。
