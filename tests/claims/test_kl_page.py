@@ -62,7 +62,7 @@ def test_trl_rloo_puts_summed_k1_into_the_reward():
 
 
 def test_trl_has_no_ppo_trainer():
-    # kl.md table row “TRL PPOTrainer（历史：… 1.16.0 中没有）” and the common error “TRL v1.11 及以前 PPOTrainer”.
+    # kl.md table row “TRL PPOTrainer（历史：… 1.16.0 中没有）” and the common error “删除 PPO 之前（v1.12.0 及以前）TRL PPOTrainer”.
     assert not module_exists("trl.experimental.ppo")
     assert not hasattr(trl, "PPOTrainer") and not hasattr(trl, "PPOConfig")
 
