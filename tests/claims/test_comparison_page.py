@@ -1,12 +1,14 @@
-"""docs/comparison.md: what the page says about TRL, checked against the pinned TRL."""
+"""docs/comparison.md: what the page says about TRL and verl, checked against the pinned TRL and verl."""
 
 from __future__ import annotations
 
 import pytest
 import trl
+import verl.trainer.ppo.core_algos as core_algos
 from trl import GRPOConfig, GRPOTrainer
+from verl.workers.config.actor import ActorConfig
 
-from .pinned import config, default_config, module_exists, source
+from .pinned import config, default_config, module_exists, module_source, source
 
 
 def test_frac_reward_zero_std_is_logged():
@@ -16,10 +18,31 @@ def test_frac_reward_zero_std_is_logged():
     assert 'self._metrics[mode]["frac_reward_zero_std"].append(is_std_zero.float().mean().item())' in text
 
 
+def test_frac_reward_zero_std_counts_groups_only_with_group_or_none_scaling():
+    # comparison.md: “（scale_rewards="group" 或 "none" 时；"batch" 时 TRL 用整批的标准差判断，含义不同）”.
+    text = source(GRPOTrainer._generate_and_score_completions)
+    assert (
+        'if self.scale_rewards in ["group", "none"]: # If self.scale_rewards = "none", we\'ll only use std_rewards '
+        "to check for zero std for logging if num_generations > 1: "
+        "std_rewards = nanstd(rewards.view(-1, num_generations), dim=1)" in text
+    )
+    assert (
+        'elif self.scale_rewards == "batch": # Compute global std if rewards.numel() > 1: '
+        "std_rewards = nanstd(rewards).expand_as(rewards)" in text
+    )
+
+
+def test_grpo_clip_metrics_are_split_by_side():
+    # comparison.md, health table: “clip_ratio（TRL 1.16 记为 clip_ratio/region_mean，另有 low_mean、high_mean）”.
+    text = source(GRPOTrainer._compute_loss)
+    for name in ("clip_ratio/region_mean", "clip_ratio/low_mean", "clip_ratio/high_mean"):
+        assert f'self._metrics[mode]["{name}"]' in text
+
+
 def test_online_dpo_trainer_lives_in_trl_experimental():
-    # comparison.md: “在线 DPO（TRL OnlineDPOTrainer）才是每步从当前策略采样”: in TRL 1.16 it is
-    # trl.experimental.online_dpo.OnlineDPOTrainer, not trl.OnlineDPOTrainer.
+    # comparison.md: “在线 DPO（TRL 1.16 的 trl.experimental.online_dpo.OnlineDPOTrainer）才是每步从当前策略采样”.
     assert module_exists("trl.experimental.online_dpo")
+    assert "class OnlineDPOTrainer(" in module_source("trl.experimental.online_dpo.online_dpo_trainer")
     assert not hasattr(trl, "OnlineDPOTrainer")
 
 
@@ -29,6 +52,21 @@ def test_grpo_beta_default_is_zero():
 
 
 def test_a_group_of_one_cannot_be_configured_in_trl():
-    # comparison.md, the zero-variance broken configuration (GRPO with num_generations=1): TRL refuses it.
+    # comparison.md, zero_variance row: “TRL 的 GRPOConfig 拒绝 num_generations < 2，所以这里用的是奖励函数恒为 0”.
     with pytest.raises(ValueError, match="at least 2 generations"):
         config(GRPOConfig, num_generations=1)
+
+
+def test_ppo_metric_names_cannot_be_checked_in_trl_1_16_and_verl_names_them_differently():
+    # comparison.md, health table: the PPO metric names are the book's, after TRL's old PPOTrainer (removed in
+    # PR #7020, so TRL 1.16 cannot show them); verl logs the explained variance as critic/vf_explained_var.
+    assert not module_exists("trl.experimental.ppo") and not hasattr(trl, "PPOTrainer")
+    assert '"critic/vf_explained_var":' in module_source("verl.trainer.ppo.metric_utils")
+
+
+def test_verl_dual_clip_bounds_the_loss_for_negative_advantages():
+    # comparison.md, lr_too_high: “verl 的 dual-clip（clip_ratio_c，默认 3.0）就是为此设的”.
+    assert ActorConfig.__dataclass_fields__["clip_ratio_c"].default == 3.0
+    text = source(core_algos.compute_policy_loss_vanilla)
+    assert "pg_losses3 = -advantages * clip_ratio_c" in text
+    assert "pg_losses = torch.where(advantages < 0, clip_pg_losses2, clip_pg_losses1)" in text

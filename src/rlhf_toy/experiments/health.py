@@ -3,9 +3,9 @@ r"""健康与异常的训练：每种常见故障一个可复现的坏配置，�
 | 故障 | 坏配置 | 该看的指标 |
 |---|---|---|
 | 学习率太大 | GRPO，学习率 10 | 熵第 1 步就大跌，真实奖励先猛涨再跌到 0，之后每组奖励全相同 |
-| 符号写反 | REINFORCE，损失 = +目标（等价于奖励取反） | 真实奖励单调降到 0，KL 照样上升 |
+| 符号写反 | REINFORCE，损失 = +目标（等价于奖励取反） | 真实奖励单调下降，KL 只缓慢上升 |
 | 偏好对标反 | DPO，被选与被拒对调 | `rewards/margins` 照样变大，真实奖励却降到 0 |
-| 组内奖励全相同 | GRPO，`num_generations=1` | `frac_reward_zero_std` 恒为 1，什么也学不到 |
+| 组内奖励全相同 | GRPO，奖励函数恒为 0（例如答案格式对不上、解析总失败） | `frac_reward_zero_std` 恒为 1，什么也学不到 |
 | 不加 KL 优化有偏的奖励模型 | PPO，`kl_coef=0` | 代理奖励一路上升，真实奖励先升后降 |
 """
 
@@ -82,11 +82,41 @@ def run_swapped_pairs(seed: int, budget: Budget) -> list[dict]:
     )
 
 
+class ZeroRewardTask:
+    """奖励函数恒为 0 的任务（例如奖励函数解析答案的格式与模型的输出对不上，每次都判错）。
+
+    Args:
+        task: 原任务（提示词与评估照旧）。
+    """
+
+    def __init__(self, task: BanditTask):
+        self.task = task
+
+    def prompts(self) -> Tensor:
+        """同原任务。"""
+        return self.task.prompts()
+
+    def reward(self, prompts: Tensor, completions: Tensor) -> Tensor:
+        """恒为 0，形状 `(B,)`。"""
+        return 0.0 * self.task.reward(prompts, completions)
+
+
 def run_zero_variance(seed: int, budget: Budget) -> list[dict]:
-    """GRPO，`num_generations=1`：每组只有一个回答，组内相对优势恒为 0，只剩 KL 项。"""
+    """GRPO，奖励函数恒为 0：每组奖励全相同，组内相对优势恒为 0；策略等于参考模型时 k3 项的梯度也为 0。
+
+    （TRL 的 `GRPOConfig` 拒绝 `num_generations < 2`，所以不用“每组一个回答”来造这个故障。）
+    `success_prob` 等仍按真实任务精确计算；`frac_reward_zero_std` 按训练实际用的奖励算：
+    式 (cmp-zero-std) 里答对（得 1 分）的概率 $p_x = 0$，所以恒为 1，这也是训练日志里会看到的值。
+    """
     task, policy, ref = _setup(seed)
-    config = GRPOConfig(num_generations=1, learning_rate=budget.learning_rate, steps=budget.steps)
-    return train_grpo(policy, task, config, ref, make_evaluator(task, ref, 1))
+    G = budget.num_generations
+    config = GRPOConfig(num_generations=G, learning_rate=budget.learning_rate, steps=budget.steps)
+    evaluate = make_evaluator(task, ref, G)
+
+    def evaluate_broken(p):  # noqa: ANN001, ANN202 - TablePolicy
+        return {**evaluate(p), "frac_reward_zero_std": 1.0}  # p_x = 0：每组都全为 0
+
+    return train_grpo(policy, ZeroRewardTask(task), config, ref, evaluate_broken)
 
 
 def run_no_kl(seed: int, budget: Budget) -> list[dict]:
@@ -98,7 +128,7 @@ BROKEN: dict[str, tuple[str, str, Callable[[int, Budget], list[dict]]]] = {
     "lr_too_high": ("grpo", "学习率 10", run_lr_too_high),
     "wrong_sign": ("reinforce", "损失 = +目标", run_wrong_sign),
     "swapped_pairs": ("dpo", "被选/被拒对调", run_swapped_pairs),
-    "zero_variance": ("grpo", "num_generations=1", run_zero_variance),
+    "zero_variance": ("grpo", "奖励函数恒为 0", run_zero_variance),
     "no_kl": ("ppo", "kl_coef=0，有偏奖励模型", run_no_kl),
 }
 """故障名 → `(算法, 坏配置, run(seed, budget) -> history)`。"""
