@@ -18,3 +18,8 @@ from rlhf_toy.experiments.demo import run_compare  # noqa: E402 - 第 8 章
 
 DEMOS["compare"] = run_compare
 __all__ += ["run_compare"]
+
+from rlhf_toy.demos.trl import run_trl  # noqa: E402 - 第 10 章（只在运行时导入 TRL）
+
+DEMOS["trl"] = run_trl
+__all__ += ["run_trl"]

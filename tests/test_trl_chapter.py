@@ -1,0 +1,196 @@
+"""Chapter 10: the chapter-9 task on TRL's own trainers. Real TRL steps (quick mode), one process and two;
+the bridge reuses the chapter-9 tokenizer ids and reward; the page's numbers come from a cache that matches the code."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from rlhf_toy.demos.tiny_lm import grpo_config
+from rlhf_toy.integrations import trl as trl_bridge  # needs TRL: make test installs it (fails, not skips, without)
+from rlhf_toy.tasks.addition import EOS, PAD, AdditionTask, encode
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.xdist_group("trl")  # one worker pays TRL's import once
+
+
+def _run_trl_script():
+    spec = importlib.util.spec_from_file_location("run_trl", ROOT / "scripts" / "run_trl.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_tokenizer_gives_the_chapter_9_ids():
+    tokenizer = trl_bridge.make_tokenizer()
+    task = AdditionTask(seed=0)
+    for (a, b), row in zip(task.heldout.tolist(), task.heldout_prompts().tolist(), strict=True):
+        ids = tokenizer(f"<bos>{a}+{b}=", add_special_tokens=False)["input_ids"]
+        assert ids == [t for t in row if t != PAD]
+    assert (tokenizer.pad_token_id, tokenizer.bos_token_id, tokenizer.eos_token_id) == (0, 1, 2)
+
+
+def test_reward_function_is_chapter_9s_reward():
+    task = AdditionTask(seed=0, balanced=True)
+    problems = task.draw(64)
+    generator = torch.Generator().manual_seed(0)
+    completions = torch.randint(3, 13, (64, task.max_completion_length), generator=generator)
+    for i, (a, b) in enumerate(problems.tolist()):  # a third exactly right, the rest random digits
+        if i % 3 == 0:
+            answer = encode(str(a + b)) + [EOS]
+            completions[i] = torch.tensor(answer + [PAD] * (task.max_completion_length - len(answer)))
+    reward = trl_bridge.reward_function(task)
+    a, b = problems.T.tolist()
+    unpadded = [[t for t in row if t != PAD] for row in completions.tolist()]  # TRL passes unpadded lists
+    got = reward(prompts=None, completions=None, completion_ids=unpadded, a=a, b=b)
+    want = task.reward(task.encode_prompts(problems), completions).tolist()
+    assert got == want and sum(got) >= 21
+
+
+def test_grpo_config_maps_field_by_field():
+    task = AdditionTask(seed=0)
+    ours = grpo_config(quick=True, max_completion_length=task.max_completion_length)
+    theirs = trl_bridge.trl_grpo_config(ours, task, output_dir="/tmp/rlhf_toy_test_trl")
+    for name in ("num_generations", "epsilon", "epsilon_high", "beta", "learning_rate", "num_iterations",
+                 "scale_rewards", "loss_type", "importance_sampling_level", "max_completion_length"):
+        assert getattr(theirs, name) == getattr(ours, name), name
+    assert theirs.max_steps == ours.steps
+    assert theirs.per_device_train_batch_size == task.batch_size * ours.num_generations
+    assert theirs.use_bias_correction_kl is False  # TRL 1.16 defaults to True; our grpo_loss uses plain k3
+
+
+def test_grpo_trainer_takes_real_steps_in_one_process():
+    from rlhf_toy.demos.trl import run_trl_grpo
+
+    result = run_trl_grpo(quick=True)
+    assert result["num_processes"] == 1
+    assert len(result["rewards"]) == 3 and all(0.0 <= r <= 1.0 for r in result["rewards"])
+    parts = result["seconds_by_part"]
+    assert set(parts) == {"生成", "打分", "其余准备", "前向与损失", "反向传播", "其余"}
+    assert all(v >= 0 for k, v in parts.items() if k != "其余")
+
+
+def test_dpo_trainer_takes_real_steps():
+    from rlhf_toy.demos.trl import run_trl_dpo
+
+    result = run_trl_dpo(quick=True)
+    assert result["pairs"] > 0 and len(result["logs"]) == 3
+    assert all("rewards/margins" in log for log in result["logs"])
+
+
+def test_two_processes_both_take_part_and_end_with_identical_parameters():
+    out = subprocess.run([sys.executable, "-m", "rlhf_toy", "trl", "grpo", "--quick", "--processes", "2"],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "2 个进程" in out.stdout
+    digests = json.loads(out.stdout.split("各进程参数摘要 ")[1].splitlines()[0].replace("'", '"'))
+    assert len(digests) == 2 and digests[0] == digests[1]
+
+
+def test_cache_comes_from_this_code_and_config():
+    run_trl = _run_trl_script()
+    cache = json.loads((ROOT / "docs" / "data" / "trl.json").read_text(encoding="utf-8"))
+    assert cache["config"] == json.loads(json.dumps(run_trl.config()))
+    assert cache["code_hash"] == run_trl.code_hash(), "rerun scripts/run_trl.py and commit docs/data/trl.json"
+    assert cache["grpo"]["2"]["num_processes"] == 2
+    assert len(set(cache["grpo"]["2"]["parameter_digests"])) == 1
+
+
+# --- claims on docs/trl.md about TRL 1.16.0, verl 0.9.1 and accelerate 1.15.0 ---
+
+
+def test_config_map_names_real_options():
+    # docs/trl.md, "配置对照" table: the TRL and verl columns name options that exist at the pinned versions
+    import dataclasses
+
+    from omegaconf import OmegaConf
+    from trl import GRPOConfig
+
+    trl_fields = {f.name for f in dataclasses.fields(GRPOConfig)}
+    assert {"num_generations", "scale_rewards", "epsilon", "epsilon_high", "beta", "use_bias_correction_kl",
+            "loss_type", "importance_sampling_level", "num_iterations", "max_completion_length",
+            "learning_rate"} <= trl_fields
+    assert not {"dynamic_sampling", "filter_groups"} & trl_fields  # "没有对应选项"
+    verl = Path(importlib.util.find_spec("verl").origin).parent  # not imported: `import verl` needs ray
+    tree = OmegaConf.load(verl / "trainer" / "config" / "_generated_ppo_trainer.yaml")
+    for key in ("actor_rollout_ref.rollout.n", "algorithm.norm_adv_by_std_in_grpo",
+                "actor_rollout_ref.actor.clip_ratio_low", "actor_rollout_ref.actor.clip_ratio_high",
+                "actor_rollout_ref.actor.use_kl_loss", "actor_rollout_ref.actor.kl_loss_coef",
+                "actor_rollout_ref.actor.kl_loss_type", "actor_rollout_ref.actor.loss_agg_mode",
+                "actor_rollout_ref.actor.policy_loss.loss_mode", "actor_rollout_ref.actor.ppo_epochs",
+                "data.max_response_length", "actor_rollout_ref.actor.optim.lr", "algorithm.filter_groups.enable"):
+        assert OmegaConf.select(tree, key, default=KeyError) is not KeyError, key
+    assert OmegaConf.select(tree, "actor_rollout_ref.actor.kl_loss_type") == "low_var_kl"
+
+
+def test_vllm_options_and_defaults():
+    # docs/trl.md, "规模变大后什么会变": use_vllm off by default, colocate mode, IS correction on, sequence_mask
+    from trl import GRPOConfig
+
+    config = GRPOConfig(output_dir="/tmp/rlhf_toy_test_trl", use_cpu=True, report_to="none")
+    assert (config.use_vllm, config.vllm_mode) == (False, "colocate")
+    assert config.vllm_importance_sampling_correction is True
+    assert config.vllm_importance_sampling_mode == "sequence_mask"
+    assert hasattr(config, "vllm_importance_sampling_cap")
+    from trl import SFTConfig
+    from trl.experimental.async_grpo import AsyncGRPOConfig  # noqa: F401  ("trl.experimental.async_grpo")
+
+    sft = SFTConfig(output_dir="/tmp/rlhf_toy_test_trl", use_cpu=True, report_to="none")
+    assert (sft.packing, sft.padding_free) == (False, False)
+    configs = Path(importlib.util.find_spec("trl").origin).parent / "accelerate_configs"
+    assert {"zero1.yaml", "zero2.yaml", "zero3.yaml", "fsdp1.yaml", "fsdp2.yaml"} <= {p.name for p in configs.iterdir()}
+
+
+def test_grpo_refuses_a_batch_that_splits_a_group():
+    # docs/trl.md, 常见错误: per_device_train_batch_size x processes must be a multiple of num_generations
+    from trl import GRPOConfig
+
+    with pytest.raises(ValueError, match=r"must be divisible by num_generations"):
+        GRPOConfig(output_dir="/tmp/rlhf_toy_test_trl", use_cpu=True, report_to="none",
+                   per_device_train_batch_size=6, num_generations=4)
+
+
+def test_rewards_are_gathered_and_completions_decoded_without_special_tokens():
+    # docs/trl.md: rewards of all processes are gathered before group advantages; completions text drops EOS
+    import inspect
+
+    from trl import GRPOTrainer
+
+    assert "rewards_per_func = gather(rewards_per_func)" in inspect.getsource(GRPOTrainer._calculate_rewards)
+    assert "batch_decode(completion_ids, skip_special_tokens=True)" in inspect.getsource(GRPOTrainer._generate)
+
+
+def test_dpo_appends_eos():
+    # docs/trl.md, 与 TRL 的差异: DPOTrainer appends EOS to chosen/rejected that do not end with it
+    import inspect
+
+    from trl import DPOTrainer
+
+    source = inspect.getsource(DPOTrainer)
+    assert 'example["chosen"] = example["chosen"] + eos_token' in source
+    assert 'example["rejected"] = example["rejected"] + eos_token' in source
+
+
+def test_cpu_flag_starts_one_process(tmp_path):
+    # docs/trl.md, 两个进程: `accelerate launch --num_processes 2 --cpu` starts ONE process, silently
+    script = tmp_path / "world.py"
+    script.write_text("import os; print('WORLD_SIZE', os.environ.get('WORLD_SIZE', '1'))\n", encoding="utf-8")
+    accelerate = str(Path(sys.executable).with_name("accelerate"))
+    out = subprocess.run([accelerate, "launch", "--num_processes", "2", "--cpu", str(script)],
+                         capture_output=True, text=True, timeout=300, check=True).stdout
+    assert out.count("WORLD_SIZE") == 1 and "WORLD_SIZE 1" in out
+
+
+def test_launcher_options_exist():
+    # docs/trl.md: the multi-GPU / multi-node options of accelerate launch
+    accelerate = str(Path(sys.executable).with_name("accelerate"))
+    help_text = subprocess.run([accelerate, "launch", "--help"], capture_output=True, text=True, check=True).stdout
+    for option in ("--multi_gpu", "--num_processes", "--num_machines", "--machine_rank", "--main_process_ip",
+                   "--main_process_port", "--config_file", "--module"):
+        assert option in help_text, option
