@@ -39,7 +39,8 @@ def sft_config(quick: bool = False) -> SFTConfig:
 
 def grpo_config(quick: bool = False, **overrides: Any) -> GRPOConfig:
     """极小 Transformer 的 GRPO 配置（每步 32 个提示词 × G = 8）：TRL 现在的默认 `beta=0`、`loss_type="dapo"`，
-    加上 DAPO 的 clip-higher（`epsilon_high=0.28`）。
+    加上 DAPO 的非对称截断（clip-higher，`epsilon_high=0.28`）。`num_iterations=1` 时比率恒为 1，
+    `epsilon` 与 `epsilon_high` 其实不起作用，保留它只是为了与 DAPO 的配置一致。
 
     Args:
         quick: 是否只跑短版本（100 步；完整版 300 步）。
@@ -148,6 +149,7 @@ def format_errors_by_shape(table: dict[str, dict[str, int]]) -> str:
 
 
 def _fmt(h: dict) -> str:
+    """指标写成一行：键名保持 TRL / `task.evaluate` 的名字（`accuracy`、`completion_length`、`kl`、`entropy`）。"""
     keys = ("accuracy", "completion_length", "kl", "entropy")
     return "  ".join(f"{k} {h[k]:.3f}" for k in keys if k in h)
 
@@ -171,7 +173,7 @@ def run_sft(seed: int = 0, quick: bool = False) -> list[dict]:
         history = train_sft(policy, task, config, evaluate=task.evaluate, eval_every=50)
         for h in history:
             if "accuracy" in h:
-                print(f"step {h['step']:4d}  loss {h['loss']:.3f}  {_fmt(h)}")
+                print(f"第 {h['step']:4d} 步  loss {h['loss']:.3f}  {_fmt(h)}")
     return history
 
 
@@ -192,7 +194,7 @@ def run_grpo(seed: int = 0, quick: bool = False, **overrides: Any) -> list[dict]
         ref = policy.frozen_copy()
         config = grpo_config(quick, max_completion_length=task.max_completion_length, **overrides)
         print(f"GRPO：{task.batch_size} 个提示词 × G={config.num_generations}，loss_type={config.loss_type}")
-        print(f"SFT 之后  {_fmt(task.evaluate(policy, ref))}")
+        print(f"SFT 之后    {_fmt(task.evaluate(policy, ref))}")
 
         def evaluate(p):
             return task.evaluate(p, ref)
@@ -201,7 +203,7 @@ def run_grpo(seed: int = 0, quick: bool = False, **overrides: Any) -> list[dict]
         history = train_grpo(policy, task, config, ref_policy=ref, evaluate=evaluate, eval_every=every)
         for h in history:
             if "accuracy" in h:
-                print(f"step {h['step']:4d}  reward {h['reward']:.3f}  {_fmt(h)}")
+                print(f"第 {h['step']:3d} 步  reward {h['reward']:.3f}  {_fmt(h)}")
     return history
 
 
@@ -269,7 +271,9 @@ def run_dpo(seed: int = 0, quick: bool = False) -> list[dict]:
         history = train_dpo(policy, pairs, config, ref_policy=ref, evaluate=evaluate)
         for h in history:
             if "accuracy" in h:
-                print(f"step {h['step']:4d}  loss {h['loss']:.3f}  margin {h['rewards/margins']:.3f}  {_fmt(h)}")
+                print(
+                    f"第 {h['step']:4d} 步  loss {h['loss']:.3f}  rewards/margins {h['rewards/margins']:.3f}  {_fmt(h)}"
+                )
         print("偏好对上的 margin 变大不等于生成变好：留出集正确率可能下降（似然位移，见第 9 章“常见错误”）。")
     return history
 
@@ -466,8 +470,8 @@ def run_ppo(seed: int = 0, quick: bool = False) -> list[dict]:
         for h in history:
             if "accuracy" in h:
                 print(
-                    f"step {h['step']:4d}  score {h['objective/scores']:.3f}  "
-                    f"explained_var {h['val/explained_variance']:.3f}  {_fmt(h)}"
+                    f"第 {h['step']:4d} 步  objective/scores {h['objective/scores']:.3f}  "
+                    f"val/explained_variance {h['val/explained_variance']:.3f}  {_fmt(h)}"
                 )
     return history
 
