@@ -54,14 +54,36 @@ def test_old_logps_are_the_current_ones_detached_when_not_computed():
 
 
 def test_old_logps_are_computed_when_generation_and_accumulation_do_not_align_or_with_vllm_correction():
-    # grpo.md “原文和 TRL 默认下，截断都不起作用”: true for the defaults only. TRL also computes old log-probs when
-    # gradient_accumulation_steps is not a multiple of steps_per_generation × num_iterations, and with vLLM's
-    # importance-sampling correction, which is on by default.
+    # grpo.md “原文和 TRL 默认下，截断都不起作用” and its exception: TRL computes old log-probs when
+    # gradient_accumulation_steps is not a multiple of steps_per_generation × num_iterations (the ratio then differs
+    # from 1), and with vLLM's importance-sampling correction, on by default (computed, but at the same parameters:
+    # see test_vllm_mismatch_is_a_separate_factor_outside_the_clip).
     assert (
         "if self.args.gradient_accumulation_steps % generate_every != 0 or ( self.use_vllm and "
         "self.vllm_importance_sampling_correction ):" in source(GRPOTrainer)
     )
     assert default_config(GRPOConfig).vllm_importance_sampling_correction is True
+
+
+def test_vllm_mismatch_is_a_separate_factor_outside_the_clip():
+    # grpo.md “用 vLLM 生成、开着 vllm_importance_sampling_correction（默认开）时，TRL 也会用训练模型在 torch.no_grad() 下
+    # 先算一遍旧策略的对数概率，但那时参数还没更新，比率 w 的值仍是 1；vLLM 与训练模型之间的差异另乘一个按
+    # vllm_importance_sampling_mode 限幅或屏蔽后的权重 π_训练/π_vLLM，不经过 ε 截断”; grpo-variants.md says the same.
+    text = source(GRPOTrainer)
+    # old log-probs come from the training model (self.model) inside the no_grad block of the generation step
+    no_grad = text.index("with torch.no_grad(), disable_gradient_checkpointing(self.model")
+    old = text.index("old_per_token_logps, _, _ = self._get_per_token_logps_and_entropies( self.model,")
+    assert no_grad < old
+    assert "vllm_importance_sampling_ratio = torch.exp(logps_diff)" in text
+    assert "per_token_logps_diff = (old_per_token_logps - sampling_per_token_logps) * mask" in text
+    assert 'if self.vllm_importance_sampling_mode in ["sequence_truncate", "token_truncate"]:' in text
+    assert 'elif self.vllm_importance_sampling_mode in ["sequence_mask", "token_mask"]:' in text
+    loss = source(GRPOTrainer._compute_loss)
+    # the clipped ratio uses the trainer-computed old log-probs; the vLLM weight multiplies the loss afterwards
+    assert "log_ratio = per_token_logps - old_per_token_logps" in loss
+    assert "coef_1 = torch.exp(log_importance_weights)" in loss
+    factor = 'per_token_loss = per_token_loss * inputs["importance_sampling_ratio"]'
+    assert factor in loss and loss.index("coef_1 = torch.exp(log_importance_weights)") < loss.index(factor)
 
 
 def test_logged_kl_and_clip_ratio_metrics():
