@@ -16,8 +16,9 @@ from rlhf_toy._checks import check_tensor
 def entropy_from_logits(logits: Tensor) -> Tensor:
     r"""每个位置上整个词表分布的熵 $H = -\sum_v \pi(v)\log\pi(v)$，单位 nat。
 
-    与 TRL `entropy_from_logits` 相同（那里写成 $\log\sum_v e^{z_v} - \sum_v \pi(v) z_v$）。
-    概率下溢为 0 的词按 $0\log 0 = 0$ 处理，所以极端 logits 也给出有限的值与梯度。
+    在有限的 logits 上与 TRL 1.16.0 的 `entropy_from_logits`（分块计算 $-\sum_v \pi(v)\log\pi(v)$）数值相同；
+    TRL v1.12 `PPOTrainer` 的日志里内联写成 $\log\sum_v e^{z_v} - \sum_v \pi(v) z_v$。
+    两者遇到 $-\infty$ 的 logits 都得到 NaN；这里概率为 0 的词按 $0\log 0 = 0$ 处理，所以极端 logits 也给出有限的值与梯度。
 
     Args:
         logits: 形状 `(..., V)` 的浮点张量，最后一维是词表；例如 `(B, T, V)`。

@@ -20,10 +20,26 @@ def test_trl_has_no_ppo_trainer():
 
 
 def test_verl_places_the_score_on_the_last_valid_token_in_the_reward_manager():
-    # ppo.md “分数放在哪里。本书与 verl … 一样，把分数加在最后一个真实 token（EOS）上”: in verl the reward manager
-    # does it; apply_kl_penalty only subtracts β·KL from token_level_scores, and only with use_kl_in_reward=True.
+    # ppo.md “分数放在哪里。本书与 verl … 一样，把分数加在最后一个真实 token（EOS）上。verl 由奖励循环写在
+    # valid_response_length - 1 处（experimental/reward_loop/reward_manager/base.py 的 assemble_rm_scores；
+    # workers/reward_manager/naive.py 是旧实现，写法相同）”: the trainer gets its scores from RewardLoopManager, whose
+    # reward-manager classes come from verl.experimental.reward_loop; apply_kl_penalty only subtracts β·KL from
+    # token_level_scores, and only with use_kl_in_reward=True.
+    import re
+    from pathlib import Path
+
+    import verl
+
+    loop = Path(verl.__file__).parent / "experimental" / "reward_loop"  # its package imports aiohttp: read the files
+    base = re.sub(r"\s+", " ", (loop / "reward_manager" / "base.py").read_text(encoding="utf-8"))
+    assert "def assemble_rm_scores(" in base and "valid_response_length - 1] = (" in base
+    assert "self.reward_manager_cls.assemble_rm_scores(data, scores)" in (loop / "reward_loop.py").read_text("utf-8")
+    assert "from verl.experimental.reward_loop.reward_manager import get_reward_manager_cls" in module_source(
+        "verl.trainer.ppo.reward"
+    )
     assert "reward_tensor[i, valid_response_length - 1] = reward" in module_source("verl.workers.reward_manager.naive")
     ray_trainer = module_source("verl.trainer.ppo.ray_trainer")
+    assert "from verl.experimental.reward_loop import RewardLoopManager" in ray_trainer
     assert "token_level_rewards = token_level_scores - beta * kld" in ray_trainer
     assert AlgoConfig().use_kl_in_reward is False
 
@@ -79,8 +95,8 @@ def test_verl_logs_ppo_kl_as_the_k1_mean_and_the_clip_fractions():
 
 
 def test_verl_vanilla_policy_loss_is_dual_clip_by_default():
-    # ppo.md table row “负优势的双截断”: “verl 默认的 loss_mode="vanilla" 总是对负优势做 dual-clip，clip_ratio_c=3：
-    # Â < 0 且 w > 3 时不再给梯度；本书（与 TRL 的 PPOTrainer）在那里仍给梯度 −Âw”.
+    # ppo.md table row 策略损失: “verl 默认 loss_mode="vanilla" 对负优势做双截断（dual-clip …）：clip_ratio_c=3，
+    # Ã<0 且 w>3 时不再给梯度”; the book's column “不做双截断” (it still gives the gradient −Ãw there).
     from rlhf_toy import ppo_policy_loss
 
     config = _verl_actor_config()
@@ -108,11 +124,43 @@ def test_verl_critic_and_actor_defaults():
     assert critic["cliprange_value"] == 0.5 and critic["loss_agg_mode"] == "token-mean"
     actor = _verl_actor_config()
     assert actor.ppo_epochs == 1 and actor.loss_agg_mode == "token-mean" and actor.entropy_coeff == 0
-    trainer_yaml = module_source("verl.trainer.config").split()  # the package; the yaml is read below
-    assert trainer_yaml
     from pathlib import Path
 
     import verl.trainer.config as verl_config
 
     yaml_text = (Path(verl_config.__file__).parent / "ppo_trainer.yaml").read_text(encoding="utf-8")
     assert "critic_warmup: 0" in yaml_text
+
+
+def test_verl_default_ppo_has_no_kl():
+    # ppo.md table row KL 惩罚: “verl 默认两种 KL 都关（algorithm.use_kl_in_reward=False、actor.use_kl_loss=False，
+    # 此时不建参考模型）；打开奖励里的 KL 时为逐 token k1，kl_ctrl.kl_coef=0.001”.
+    from pathlib import Path
+
+    import verl.trainer.config as verl_config
+
+    algo, actor = AlgoConfig(), _verl_actor_config()
+    assert algo.use_kl_in_reward is False and actor.use_kl_loss is False
+    assert (algo.kl_penalty, algo.kl_ctrl.kl_coef) == ("kl", 0.001)
+    yaml_text = (Path(verl_config.__file__).parent / "ppo_trainer.yaml").read_text(encoding="utf-8")
+    assert (
+        "Reference model will be enabled when actor.use_kl_loss or/and algorithm.use_kl_in_reward is/are True"
+        in yaml_text
+    )
+    kl = core_algos.kl_penalty(torch.tensor([[-1.0]]), torch.tensor([[-1.5]]), "kl")
+    assert abs(kl.item() - 0.5) < 1e-6  # log π_old − log π_ref：k1
+
+
+def test_trl_entropy_from_logits_agrees_on_finite_logits_and_gives_nan_at_minus_inf():
+    # entropy.py (included in ppo.md): “在有限的 logits 上与 TRL 1.16.0 的 entropy_from_logits（分块计算
+    # −Σ π log π）数值相同 … 两者遇到 −∞ 的 logits 都得到 NaN；这里 … 给出有限的值”.
+    from trl.trainer.utils import entropy_from_logits as trl_entropy
+
+    from rlhf_toy import entropy_from_logits
+
+    assert "chunk_entropy = -(torch.exp(logps) * logps).sum(-1)" in source(trl_entropy)
+    torch.manual_seed(0)
+    logits = 3 * torch.randn(5, 7, 11)
+    assert torch.allclose(trl_entropy(logits), entropy_from_logits(logits), atol=1e-6)
+    extreme = torch.tensor([[0.0, 1.0, -float("inf")]])
+    assert torch.isnan(trl_entropy(extreme)).all() and torch.isfinite(entropy_from_logits(extreme)).all()
