@@ -3,8 +3,9 @@ r"""RLHF-PPO 的逐 token 奖励：每个 token 扣 KL 惩罚，序列分数只�
 $$r_t = -\beta\,k_t + \mathbb 1[t = t_{\text{last}}]\;s(x, y),\qquad k_t = \log\pi_{\theta_{old}}(y_t) - \log\pi_{\text{ref}}(y_t)\ (k_1),$$
 
 $s$ 是奖励模型的分数，$t_{\text{last}}$ 是回答最后一个真实 token（掩码为 1 的最后一个位置，通常是 EOS）。
-这与 verl（奖励管理器 `workers/reward_manager/naive.py` 把分数写在 `valid_response_length - 1` 处，
-`apply_kl_penalty` 只减去 β·KL）和 OpenRLHF `compute_reward` 相同。TRL 删除 PPO 之前的最后版本 v1.12.0 的 `PPOTrainer`
+这与 verl（奖励循环把分数写在 `valid_response_length - 1` 处：`experimental/reward_loop/reward_manager/base.py` 的
+`assemble_rm_scores`，`workers/reward_manager/naive.py` 是旧实现，写法相同；`apply_kl_penalty` 只减去 β·KL）
+和 OpenRLHF `compute_reward` 相同。TRL 删除 PPO 之前的最后版本 v1.12.0 的 `PPOTrainer`
 默认不设停止符，分数落在生成满长度的最后一个 token 上；设了 `stop_token="eos"` 时加在 EOS **之后**的第一个填充位置上
 （填充符就是 EOS 时落在 EOS 上）。
 """

@@ -86,16 +86,16 @@ def ppo_value_loss(
     r"""截断的价值损失（TRL v1.12 `PPOTrainer` 的 `vf_loss`，verl `compute_value_loss`）：
 
     $$\mathcal L_V = \tfrac12\,\overline{\max\Big(\big(V_t - R_t\big)^2,\
-    \big(\mathrm{clip}(V_t, V^{old}_t - c_v, V^{old}_t + c_v) - R_t\big)^2\Big)} .$$
+    \big(\mathrm{clip}(V_t, V^{old}_t - \epsilon_V, V^{old}_t + \epsilon_V) - R_t\big)^2\Big)} .$$
 
-    取 `max` 是悲观的一侧：新的价值估计离旧值超过 $c_v$ 时，如果那样做会让误差变小，就不给梯度。
+    取 `max` 是悲观的一侧：新的价值估计离旧值超过 $\epsilon_V$ 时，如果那样做会让误差变小，就不给梯度。
 
     Args:
         values: 价值模型当前的估计 $V_t$，形状 `(B, T)`，带梯度。
         old_values: 采样时的估计 $V^{old}_t$，形状 `(B, T)`，不带梯度。
         returns: 回报目标 $R_t = \hat A_t + V^{old}_t$（GAE 给出，白化之前），形状 `(B, T)`。
         mask: 0/1 掩码，形状 `(B, T)`。
-        cliprange_value: $c_v$（TRL `cliprange_value`，默认 0.2）；`None` 表示不截断，
+        cliprange_value: $\epsilon_V$（TRL `cliprange_value`，默认 0.2）；`None` 表示不截断，
             即普通的 $\frac12\overline{(V_t - R_t)^2}$。
 
     Returns:

@@ -33,7 +33,7 @@ class TableValueModel(nn.Module):
         self.table = nn.Parameter(torch.zeros(n_prompts))
 
     def values(self, prompts: Tensor, completions: Tensor) -> Tensor:
-        """每个 token 位置之前的状态价值 $V_\\psi(x, y_{<t})$，这里就是 $V_\\psi(x)$。
+        r"""每个 token 位置之前的状态价值 $V_\psi(x, y_{<t})$，这里就是 $V_\psi(x)$。
 
         Args:
             prompts: 提示词下标，形状 `(B,)`，整数。

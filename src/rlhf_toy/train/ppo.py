@@ -34,7 +34,7 @@ class PPOConfig:
         gamma: 折扣 $\\gamma$。
         lam: GAE 的 $\\lambda$。
         cliprange: 策略比率的截断范围 $\\epsilon$。
-        cliprange_value: 价值的截断范围 $c_v$；`None` 表示不截断。
+        cliprange_value: 价值的截断范围 $\\epsilon_V$；`None` 表示不截断。
         vf_coef: 价值损失的系数 $c_V$。
         ent_coef: 熵奖励的系数 $c_H$（0 表示不加，同 TRL）。
         num_ppo_epochs: 每批样本上的轮数。
