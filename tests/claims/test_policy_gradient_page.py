@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import ast
+import inspect
+import textwrap
+
 import pytest
 from trl import GRPOTrainer, RLOOConfig, RLOOTrainer
 
@@ -30,8 +34,13 @@ def test_rloo_config_refuses_one_generation():
 
 
 def test_rloo_kl_goes_into_the_sequence_reward():
-    # policy-gradient.md: “TRL RLOOTrainer … 把 KL 惩罚并进序列奖励”.
-    assert "rewards = rewards - self.beta * kl" in source(RLOOTrainer)
+    # policy-gradient.md: “TRL RLOOTrainer … 把 KL 惩罚并进序列奖励，再对并进去的奖励做留一法”; table row KL 惩罚:
+    # “式 (pg-kl-reward)，beta=0.05，k_1 按序列求和” (k_1 on π_old, summed over the completion, before the baseline).
+    text = source(RLOOTrainer)
+    assert "per_token_kl = old_per_token_logps - ref_per_token_logps" in text
+    assert "kl = (per_token_kl * completion_mask).sum(-1)" in text
+    assert "rewards = rewards - self.beta * kl" in text
+    assert text.index("rewards = rewards - self.beta * kl") < text.index("baselines = (grouped_sum - grouped_rewards)")
 
 
 def test_rloo_loss_uses_a_sequence_level_ratio():
@@ -114,3 +123,30 @@ def test_rloo_one_update_per_generation_batch_by_default():
     assert "generate_every = self.args.steps_per_generation * self.num_iterations" in text
     assert "inputs = self._buffered_inputs[self._step % self.args.steps_per_generation]" in text
     assert "old_logps = (old_per_token_logps * completion_mask).sum(1)" in text
+    # “总是”: the no-grad forward for old_per_token_logps is not under any `if` in _generate_and_score_completions.
+    tree = ast.parse(textwrap.dedent(inspect.getsource(RLOOTrainer._generate_and_score_completions)))
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    (assign,) = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign)
+        and isinstance(node.targets[0], ast.Tuple)
+        and getattr(node.targets[0].elts[0], "id", None) == "old_per_token_logps"
+    ]
+    node = assign
+    while node in parents:
+        node = parents[node]
+        assert not isinstance(node, ast.If), "the old_logps forward is conditional"
+
+
+def test_rloo_old_logps_forward_keeps_dropout_by_default():
+    # policy-gradient.md: “且模型没有 dropout 或设了 disable_dropout=True（TRL 默认 False）时 … w_i 的值是 1”; “模型有
+    # dropout 时 … 这次不求梯度的前向也在训练模式下运行，两次前向的 dropout 掩码不同”.
+    assert default_config(RLOOConfig).disable_dropout is False
+    assert "if args.disable_dropout: disable_dropout_in_model(model)" in source(RLOOTrainer)
+    # the old_logps forward runs inside _prepare_inputs' train branch (mode = "train" iff self.model.training); TRL
+    # does not switch the model to eval mode for it.
+    prepare = source(RLOOTrainer._prepare_inputs)
+    assert 'mode = "train" if self.model.training else "eval"' in prepare
+    assert "generation_batch = self._generate_and_score_completions(generation_batch)" in prepare
+    assert ".eval()" not in source(RLOOTrainer._generate_and_score_completions)
