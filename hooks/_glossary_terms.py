@@ -153,8 +153,15 @@ class VariantHit:
     line: str
 
 
+def variant_pattern(variant: str) -> re.Pattern:
+    """A variant matches literally, except that a space in it matches any run of whitespace, or none:
+    "最大长度 截断" finds 最大长度截断 and 被最大长度 $L$ 截断 (the math is blanked to spaces), "KL 截断" finds
+    KL截断."""
+    return re.compile(r"\s*".join(re.escape(part) for part in variant.split()))
+
+
 def find_variants(markdown: str, terms: list[Term]) -> list[VariantHit]:
-    """Occurrences of a listed variant spelling in the prose of `markdown`.
+    """Occurrences of a listed variant spelling in the prose of `markdown` (see `variant_pattern`).
 
     An occurrence that lies inside an accepted spelling of any term (e.g. 值模型 inside 价值模型) or
     inside one of the term's `allow` contexts is not reported.
@@ -164,7 +171,7 @@ def find_variants(markdown: str, terms: list[Term]) -> list[VariantHit]:
     for pl in prose_lines(markdown):
         for term in terms:
             for variant in term.variants:
-                for m in re.finditer(re.escape(variant), pl.text):
+                for m in variant_pattern(variant).finditer(pl.text):
                     if not _covered(pl.text, m.start(), m.end(), accepted + term.allow):
                         original = markdown.split("\n")[pl.lineno - 1]
                         hits.append(VariantHit(pl.lineno, m.start(), variant, term, original.strip()))

@@ -97,7 +97,7 @@ def test_default_is_unclamped_and_backward_compatible():
         assert torch.equal(
             kl_estimate(lp, ref, name), kl_estimate(lp, ref, name, log_ratio_clamp=None, value_clamp=None)
         )
-    assert kl_estimate(lp, ref)[1, 1].item() == pytest.approx(math.exp(29.0) - 30.0, rel=1e-12)  # 默认 k3，不截断
+    assert kl_estimate(lp, ref)[1, 1].item() == pytest.approx(math.exp(29.0) - 30.0, rel=1e-12)  # 默认 k3，不限幅
 
 
 def test_k2_k3_nonnegative_and_k1_takes_both_signs():

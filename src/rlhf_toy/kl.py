@@ -27,7 +27,7 @@ ESTIMATORS = ("k1", "k2", "k3")
 
 def _check_clamp(name: str, value: float | None) -> None:
     if value is not None and not value > 0:  # also rejects NaN
-        raise ValueError(f"{name} 应为正数或 None（不截断），实际是 {value}")
+        raise ValueError(f"{name} 应为正数或 None（不限幅），实际是 {value}")
 
 
 # --8<-- [start:kl]

@@ -35,10 +35,14 @@ def test_variant_scanner_on_a_sample():
             "```",
             "$\\text{裁剪}$ 在公式里。",  # 7: math: skipped
             "偏离策略的样本。",  # 8: allowed context of 离策略
+            "被最大长度 $L$ 截断的回答。",  # 9: a space in a variant matches blanked math: 最大长度 截断 → 超长截停
+            "比率截断到 $[1-\\epsilon, 1+\\epsilon]$，截断阈值是 $\\epsilon$，价值截断范围是 $\\epsilon_V$。",  # 10: clip
+            "先截断对数比率，再给 KL 截断。",  # 11: clamp: 截断对数比率, KL 截断 → 限幅
         ]
     )
     found = [(h.lineno, h.variant) for h in find_variants(sample, TERMS)]
-    assert found == [(1, "优势值"), (2, "值模型")], found
+    expected = [(1, "优势值"), (2, "值模型"), (9, "最大长度 截断"), (11, "截断对数比率"), (11, "KL 截断")]
+    assert found == expected, found
 
 
 def test_every_term_is_in_the_jieba_dictionary():

@@ -8,7 +8,7 @@ r"""极小的因果 Transformer 策略：与查表策略同一个接口，但回
   把提示词与回答拼在一起做一次前向，logits 除以采样温度后取 `log_softmax`，只取回答位置。
 
 约定（同 TRL）：提示词可以左填充或右填充（内部一律转成左填充），回答右填充；回答的掩码从生成长度得到，
-**第一个 EOS 计入掩码**，其后的填充不计入；没有生成 EOS 的回答（被最大长度截断）整行掩码为 1。
+**第一个 EOS 计入掩码**，其后的填充不计入；没有生成 EOS 的回答（被超长截停）整行掩码为 1。
 """
 
 # --8<-- [start:imports]
@@ -30,7 +30,7 @@ def completion_mask(completions: Tensor, eos_id: int) -> Tensor:
     r"""回答的损失掩码：第一个 EOS 及其之前的位置为 1，之后（填充）为 0。
 
     与 TRL `GRPOTrainer._generate_and_score_completions` 的做法相同：
-    `is_eos.cumsum` 找到第一个 EOS，`mask = (idx <= eos_idx)`。没有 EOS 的行（被截断）全为 1。
+    `is_eos.cumsum` 找到第一个 EOS，`mask = (idx <= eos_idx)`。没有 EOS 的行（被超长截停）全为 1。
 
     Args:
         completions: 回答 token，形状 `(B, T)`，整数。
