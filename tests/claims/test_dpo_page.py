@@ -6,6 +6,7 @@ import dataclasses
 import re
 
 import trl
+from transformers.trainer_callback import DefaultFlowCallback
 from trl import DPOConfig
 from trl.trainer.dpo_trainer import DPOTrainer
 
@@ -23,7 +24,7 @@ def test_dpo_config_defaults():
 
 
 def test_sigmoid_loss_has_no_label_smoothing():
-    # dpo.md “sigmoid 损失没有标签平滑。TRL 当前版本 loss_type="sigmoid" 就是式 (dpo-loss)” (the value is compared
+    # dpo.md “sigmoid 损失没有标签平滑。TRL 1.16.0 的 loss_type="sigmoid" 就是式 (dpo-loss)” (the value is compared
     # with rlhf_toy in tests/conformance/test_dpo_loss_trl.py::test_trl_sigmoid_ignores_label_smoothing).
     assert 'if loss_type == "sigmoid": per_sequence_loss = -F.logsigmoid(self.beta * delta_score) elif' in source(
         DPOTrainer._compute_loss
@@ -48,8 +49,13 @@ def test_rewards_metrics_names_and_definitions():
 
 def test_metrics_are_logged_every_ten_steps():
     # dpo.md: the step-1 row of the book's history; TRL logs every logging_steps=10 steps, averaged since the
-    # last log, so a TRL user never sees a step-1 row (“TRL 1.16.0 默认每 logging_steps=10 步才写一次日志，写的是这 10 步的平均”).
-    assert default_config(DPOConfig).logging_steps == 10
+    # last log, so a TRL user never sees a step-1 row (“TRL 1.16.0 默认每 logging_steps=10 步才写一次日志，写的是这 10 步的平均，
+    # 所以 TRL 用户看不到‘第 1 步’这一行（除非设了 logging_first_step=True，它默认是 False）”; transformers'
+    # DefaultFlowCallback logs step 1 only when logging_first_step is set).
+    args = default_config(DPOConfig)
+    assert args.logging_steps == 10
+    assert args.logging_first_step is False
+    assert "if state.global_step == 1 and args.logging_first_step:" in source(DefaultFlowCallback.on_step_end)
     text = source(DPOTrainer.log)
     assert "metrics = {key: sum(val) / len(val) for key, val in self._metrics[mode].items()}" in text
     assert "self._metrics[mode].clear()" in text

@@ -47,16 +47,18 @@ def test_dpo_loss_types_in_trl():
 
 
 def test_ipo_and_sigmoid_norm_divide_by_the_length_clamped_to_one():
-    # dpo-variants.md: “TRL 的 IPO 和 sigmoid_norm 先把对数概率比除以回答长度”, “当前版本先把长度截到至少 1”.
+    # dpo-variants.md: “TRL 的 IPO 和 sigmoid_norm 先把对数概率比除以回答长度”, “损失里再把长度限幅为至少 1”.
     for loss_type in ("ipo", "sigmoid_norm"):
         assert "chosen_avg_score = chosen_scores / chosen_mask.sum(dim=1).clamp(min=1.0)" in branch(loss_type)
 
 
-def test_label_smoothing_is_read_by_robust_only():
-    # dpo-variants.md: cDPO “没有：sigmoid 不读 label_smoothing”; “TRL 的 ipo、hinge 公式里没有 label_smoothing”.
+def test_label_smoothing_not_read_by_sigmoid_hinge_ipo_sigmoid_norm():
+    # dpo-variants.md: cDPO “没有：sigmoid 不读 label_smoothing”; “TRL 的 ipo、hinge 公式里没有 label_smoothing”;
+    # robust reads it (so do exo_pair, aot and aot_unpaired: “exo_pair、aot 另读 label_smoothing”).
     for loss_type in ("sigmoid", "hinge", "ipo", "sigmoid_norm"):
         assert "label_smoothing" not in branch(loss_type), loss_type
-    assert "self.label_smoothing" in branch("robust")
+    for loss_type in ("robust", "exo_pair", "aot", "aot_unpaired"):
+        assert "self.label_smoothing" in branch(loss_type), loss_type
 
 
 def test_robust_label_smoothing_outside_range_only_warns():
@@ -131,15 +133,26 @@ def test_margin_changing_options():
     assert "is only supported for the following loss types" in source(DPOTrainer.__init__)
 
 
-def test_hinge_docstring_cites_slic_normalized_likelihood():
-    # dpo-variants.md, hinge: TRL's hinge is the normalised (reference-based) version: “hinge loss on the normalized
-    # likelihood from the SLiC paper” (CPOConfig), and DPOTrainer's hinge reads the log-ratio margin.
-    assert "hinge loss on the normalized likelihood from the" in re.sub(r"\s+", " ", CPOConfig.__doc__)
+def test_dpo_hinge_is_on_the_log_ratio_margin():
+    # dpo-variants.md, hinge: “这里和 TRL 用的是 RSO 的归一化版本（……相对参考模型的对数概率比）”: DPOTrainer's hinge
+    # reads delta_score, the margin of the log-ratios against the reference model (added in TRL PR #866, “add SLiC
+    # hinge loss to DPOTrainer … from the RSO paper equation (12)”).
     assert "per_sequence_loss = torch.relu(1 - self.beta * delta_score)" in branch("hinge")
+    assert "delta_score = chosen_scores - rejected_scores" in source(DPOTrainer._compute_loss)
+
+
+def test_cpo_hinge_has_no_reference_model():
+    # dpo-variants.md: “CPOTrainer 没有参考模型，它的 hinge 是 SLiC 原始的 max(0, 1-β(log πθ(y_w)-log πθ(y_l)))，
+    # 不是上表 DPOTrainer 的归一化版本”: with the default alpha=0 the logits are the policy log-prob difference.
+    assert default_config(CPOConfig).alpha == 0.0
+    text = source(CPOTrainer.cpo_loss)
+    assert "logits = (policy_chosen_logps - policy_rejected_logps).to(self.accelerator.device)" in text
+    assert 'elif self.loss_type == "hinge": losses = torch.relu(1 - self.beta * logits)' in text
+    assert "ref_model" not in text
 
 
 def test_kto_and_orpo_locations():
-    # dpo-variants.md “本页没有实现的”: “KTO……TRL 1.16.0 里是 KTOTrainer；ORPO……在 trl.experimental.orpo”;
+    # dpo-variants.md “本节没有实现的”: “KTO……TRL 1.16.0 里是 KTOTrainer；ORPO……在 trl.experimental.orpo”;
     # “CPOTrainer 也在 trl.experimental.cpo，不在 trl 顶层”.
     assert hasattr(trl, "KTOTrainer")
     assert module_exists("trl.experimental.orpo") and not hasattr(trl, "ORPOTrainer")
