@@ -57,11 +57,25 @@ ref_policy = policy.frozen_copy()
 start = task.success_prob(policy)
 
 
+config = PPOConfig(steps=60)
+
+
+@torch.no_grad()
+def ev_ceiling(p):
+    """价值表完全准确（V(x) = E[R | x]）时解释方差的上限 1 − E_x Var[R | x] / Var[R]（T = 1，精确计算）。"""
+    logp, ref_logp = torch.log_softmax(p.logits, -1), torch.log_softmax(ref_policy.logits, -1)
+    prob, ret = logp.exp(), reward_model.table - config.kl_coef * (logp - ref_logp)  # R = s − β·k1
+    mean_x = (prob * ret).sum(-1)
+    within = (prob * (ret - mean_x[:, None]) ** 2).sum(-1).mean()
+    total = (prob * ret**2).sum(-1).mean() - mean_x.mean() ** 2
+    return 1.0 - (within / total).item()
+
+
 def evaluate(p):
-    return {"success_prob": task.success_prob(p), "kl_to_ref": exact_kl(p, ref_policy)}
+    return {"success_prob": task.success_prob(p), "kl_to_ref": exact_kl(p, ref_policy), "ev_ceiling": ev_ceiling(p)}
 
 
-history = train_ppo(policy, TableValueModel(20), task, PPOConfig(steps=60), reward_model, ref_policy, evaluate)
+history = train_ppo(policy, TableValueModel(20), task, config, reward_model, ref_policy, evaluate)
 end = history[-1]
 print(f"真实正确概率 {start:.3f} → {end['success_prob']:.3f}，KL(π‖π_ref) = {end['kl_to_ref']:.3f} nat")
 print(f"奖励模型把正确回答排第一的提示词比例 {rm_top1:.3f}")
@@ -84,6 +98,10 @@ plt.show()
 
 # %% [markdown]
 # ## 人们盯着看的指标
+#
+# 查表价值模型只能预测 $\mathbb E[R\mid x]$，解释方差图里的虚线 `ev_ceiling` 是它能达到的解释方差上限（精确计算）；
+# `val/explained_variance` 只用一批 80 个样本估计，跟着上限升高，但常常高过它，不能逐步比大小。
+# `approxkl_k1` 是在同一批样本上更新之后估计的，偏低、可以为负（第 1 步就是负的）；`approxkl_k3` 每个样本都非负。见正文“怎么读这张表”。
 
 # %%
 fig, axes = plt.subplots(2, 2, figsize=(10, 6), sharex=True)
@@ -99,6 +117,8 @@ for ax, keys in zip(
 ):
     for key in keys:
         ax.plot(steps, [h[key] for h in history], label=key)
+    if keys == ("val/explained_variance",):
+        ax.plot(steps, [h["ev_ceiling"] for h in history], "k--", label="ev_ceiling (exact)")
     ax.legend(fontsize=8)
 for ax in axes[1]:
     ax.set_xlabel("step")
