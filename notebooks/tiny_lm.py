@@ -63,6 +63,7 @@ torch.set_num_threads(1)
 # %% [markdown]
 # 本 notebook 的全部预算都在下面这一格。`GRPO_SECONDS` 是 GRPO 的墙钟预算（完整版一分钟；赶时间可以改小）。
 # 环境变量 `DQN_QUICK=1` 时（CI 重新执行 notebook 时会设）只跑几秒钟的短版本：流程相同，数字差得多。
+# （`DQN_QUICK` 这个名字沿用自本书的种子项目，所有 notebook 和 `python -m rlhf_toy` 都认它，与 DQN 算法无关。）
 
 # %%
 QUICK = os.environ.get("DQN_QUICK", "") not in ("", "0")
@@ -78,16 +79,20 @@ PAIR_PROMPTS = 64 if QUICK else 256  # 造 DPO 偏好对用的提示词数
 # 每步 128 道题的监督微调，每 50 步在 200 道训练题上看一次正确率，到 50% 就停：模型学会格式（数字加 EOS）、
 # 答对一部分题，留出提升的空间。训练题按题型均衡地抽（`balanced=True`，`warm_start` 的默认）：`1+1`、`1+2`、`2+1`、`2+2`
 # 四种题型（两个操作数各几位）被抽到的概率各占四分之一；留出集是全部题目的均匀样本。为什么这样做，见下面的对照。
+#
+# 热启动的数字在 x86-64 上与网页逐位相同；在别的 CPU 家族（例如 ARM 笔记本）或别的 torch 构建（例如 Colab）上，
+# 这些训练输出的末几位可能不同，因为训练会把最后一位的舍入差别一步步放大。下面按墙钟时间跑的 GRPO 还多一层变化：
+# 同样的秒数在快的机器上走的步数多，所以那些数字每台机器、每次运行都不同。
 
 # %%
 t0 = time.perf_counter()
 task, policy = warm_start(seed=0)
 start, start_task = copy.deepcopy(policy), copy.deepcopy(task)  # 热启动之后的模型与任务（含抽题的随机数状态）
-print(f"SFT warm start: {time.perf_counter() - t0:.1f} s")
-print("held-out after SFT:", {k: round(v, 3) for k, v in task.evaluate(policy).items()})
+print(f"SFT 热启动用时 {time.perf_counter() - t0:.1f} 秒")
+print("SFT 之后的留出集：", {k: round(v, 3) for k, v in task.evaluate(policy).items()})
 completions, _, _ = policy.generate(task.heldout_prompts()[:6], greedy=True)
 for p, c in zip(task.heldout_prompts()[:6], completions, strict=True):
-    print(f"{decode(p):>8} {decode(c):>4}   (answer {task.answers(p[None])[0]})")
+    print(f"{decode(p):>8} {decode(c):>4}   （答案 {task.answers(p[None])[0]}）")
 sft_errors = errors_by_shape(policy, task)  # 按题型：贪心答错的题 / 题数（8 个采样回答全错的题数）
 
 # %% [markdown]
@@ -102,11 +107,11 @@ marks = (*(m for m in (2.5, 5, 10, 20, 30, 45) if m < GRPO_SECONDS), GRPO_SECOND
 curve = grpo_for_seconds(policy, task, config, marks=marks)
 for row in curve:
     print(
-        f"{row['seconds']:5.1f} s  step {row['step']:4d}  accuracy {row['accuracy']:.3f}  "
-        f"kl {row['kl']:.3f}  entropy {row['entropy']:.3f}  length {row['completion_length']:.2f}"
+        f"{row['seconds']:5.1f} 秒  第 {row['step']:4d} 步  accuracy {row['accuracy']:.3f}  "
+        f"kl {row['kl']:.3f}  entropy {row['entropy']:.3f}  completion_length {row['completion_length']:.2f}"
     )
 balanced_errors = errors_by_shape(policy, task)
-print("by shape, after GRPO:", format_errors_by_shape(balanced_errors))
+print("GRPO 之后按题型：", format_errors_by_shape(balanced_errors))
 
 # %% [markdown]
 # ## 对照：均匀地抽题
@@ -121,38 +126,41 @@ u_task, u_policy = warm_start(seed=0, balanced=False)
 u_config = grpo_config(max_completion_length=u_task.max_completion_length)
 u_sft_errors = errors_by_shape(u_policy, u_task)
 u_curve = grpo_for_seconds(u_policy, u_task, u_config, marks=(GRPO_SECONDS,))
-for label, c in (("uniform", u_curve), ("balanced", curve)):
-    print(
-        f"{label:>8} prompts: held-out accuracy after SFT {c[0]['accuracy']:.3f}, "
-        f"after {c[-1]['step']} GRPO steps {c[-1]['accuracy']:.3f}"
-    )
+for label, c in (("均匀抽题", u_curve), ("均衡抽题", curve)):
+    print(f"{label}：留出集 accuracy，SFT 之后 {c[0]['accuracy']:.3f}，GRPO {c[-1]['step']} 步之后 {c[-1]['accuracy']:.3f}")
+print("按题型：贪心答错的题 / 题数（all wrong：8 个采样回答全错的题数）")
 for label, table in (
-    ("uniform, after SFT", u_sft_errors),
-    ("uniform, after GRPO", errors_by_shape(u_policy, u_task)),
-    ("balanced, after SFT", sft_errors),
-    ("balanced, after GRPO", balanced_errors),
+    ("均匀抽题，SFT 之后 ", u_sft_errors),
+    ("均匀抽题，GRPO 之后", errors_by_shape(u_policy, u_task)),
+    ("均衡抽题，SFT 之后 ", sft_errors),
+    ("均衡抽题，GRPO 之后", balanced_errors),
 ):
-    print(f"{label:>20}: {format_errors_by_shape(table)}")
+    print(f"{label}：{format_errors_by_shape(table)}")
 
 # %% [markdown]
-# 均匀抽题时（种子 0），GRPO 之后剩下的错误集中在带一位数操作数的题上（`1+2`、`2+1`）。
-# 这些题 GRPO 并非没有采到，只是采到时一组 8 个回答常常全错：看括号里的数，热启动之后，这些题里“8 个回答一个也不对”的比例
-# 比 `2+2` 高得多，这样的组优势全为 0，给不出梯度；而这些题本来就只占提示词的不到两成，有对有错的组就更少了。按题型均衡之后，SFT 与 GRPO 都在这些题上多练了几倍，
-# 全错的组先少了，GRPO 才有东西可学。均衡也有代价：`2+2` 的题在训练提示词里从八成多降到了四分之一，
-# 比较上面 `2+2` 一项就知道这个代价在这里有多大。`1+1` 的题在留出集里只有一两道，它那一项说明不了什么。
+# 怎样读：看括号里的数。热启动之后，带一位数操作数的题（`1+2`、`2+1`）里“8 个回答一个也不对”的比例若明显高于 `2+2`，
+# 这些题在 GRPO 里就多半是优势全为 0、给不出梯度的组；而均匀抽题时它们本来就只占提示词的不到两成，有对有错的组就更少了。
+# 在本书生成这个 notebook 时的运行里（种子 0）正是这样：均匀抽题时，GRPO 之后剩下的错误集中在这两种题型上；
+# 按题型均衡之后，SFT 与 GRPO 都在这些题上多练了几倍，全错的组先少了，GRPO 才有东西可学。
+# GRPO 按墙钟时间跑，步数随机器而变，重跑时请以上面的输出为准。
+# 均衡也有代价：`2+2` 的题在训练提示词里从八成多降到了四分之一，比较上面 `2+2` 一项就知道这个代价在这里有多大。
+# `1+1` 的题在留出集里只有一两道，它那一项说明不了什么。
 # 这是一个种子；三个种子的对照用 `python benchmarks/tiny_lm.py` 与 `python benchmarks/tiny_lm.py --uniform`。
 
 # %% [markdown]
 # ## 对照：同样的时间花在继续 SFT 上
 #
-# 这个任务每道题都有标准答案。从同一个热启动出发、继续 SFT `SFT_SECONDS` 秒（完整版 10 秒），正确率涨得比 GRPO 快：
-# SFT 每一步都告诉模型每个 token 的正确答案，GRPO 只知道整条回答对不对。强化学习的用处在只有验证器、没有标准答案的时候。
+# 这个任务每道题都有标准答案。从同一个热启动出发、继续 SFT `SFT_SECONDS` 秒（完整版 10 秒），与同样秒数的 GRPO 比留出集正确率。
+# 这是按墙钟时间比，不是按样本数比：SFT 每步 128 道题 × 1 个标准答案，GRPO 每步 32 道题 × 8 个采样回答。
+# SFT 每一步都告诉模型每个 token 的正确答案，GRPO 只知道整条回答对不对；在本书生成这个 notebook 时的运行里，继续 SFT 涨得更快。
+# 强化学习的用处在只有验证器、没有标准答案的时候（那时也可以用拒绝采样微调：只拿模型自己答对的样本做 SFT）。
 
 # %%
 sft_policy = copy.deepcopy(start)
 sft_task = copy.deepcopy(start_task)
 more = SFTConfig(learning_rate=5e-3, steps=10, batch_size=128)
-optimizer = torch.optim.AdamW(sft_policy.parameters(), lr=more.learning_rate)
+# weight_decay 与热启动相同（AdamW 的默认是 0.01）
+optimizer = torch.optim.AdamW(sft_policy.parameters(), lr=more.learning_rate, weight_decay=more.weight_decay)
 sft_curve, elapsed = [(0.0, sft_task.evaluate(sft_policy)["accuracy"])], 0.0
 while elapsed < SFT_SECONDS:
     t0 = time.perf_counter()
@@ -160,7 +168,7 @@ while elapsed < SFT_SECONDS:
     elapsed += time.perf_counter() - t0
     sft_curve.append((elapsed, sft_task.evaluate(sft_policy)["accuracy"]))
 grpo_same = next(r["accuracy"] for r in curve if r["seconds"] >= SFT_SECONDS)
-print(f"after about {SFT_SECONDS} s of training: continued SFT {sft_curve[-1][1]:.3f}, GRPO {grpo_same:.3f}")
+print(f"训练约 {SFT_SECONDS} 秒之后的留出集 accuracy：继续 SFT {sft_curve[-1][1]:.3f}，GRPO {grpo_same:.3f}")
 
 # %%
 fig, axes = plt.subplots(1, 3, figsize=(13, 3.4))
@@ -185,19 +193,19 @@ plt.show()
 
 # %%
 runs = length_lesson(seed=0, quick=QUICK, steps=LENGTH_STEPS, every=LENGTH_EVERY, ramble=0.2)
-print("sampled held-out answers: mean length of wrong answers (tokens, incl. EOS) / fraction truncated at 12 tokens")
+print("按温度采样留出集：答错回答的平均长度（token 数，含 EOS）/ 写满 12 个 token 被超长截停的比例")
 for loss_type, rows in runs.items():
-    print(f"{loss_type:>7}: " + "  ".join(f"{r['length_wrong']:5.2f}/{r['truncated']:.2f}" for r in rows))
-print("steps:   " + "  ".join(f"{r['step']:>10d}" for r in runs["grpo"]))
+    print(f"{loss_type:>7}：" + "  ".join(f"{r['length_wrong']:5.2f}/{r['truncated']:.2f}" for r in rows))
+print("GRPO 步数：" + "  ".join(f"{r['step']:>10d}" for r in runs["grpo"]))
 
 # %% [markdown]
-# 怎样读这些数：`dr_grpo` 与 `dapo` 给每个 token 的权重都与回答长度无关，两者只差每步一个常数因子，
-# 而 Adam 对梯度的整体缩放几乎不敏感——它们几乎重合，两者之间的差别就是这个设置下的随机波动。
-# 三种汇总方式都很快改掉了“想个没完”的习惯，但 `grpo` 改得慢：一条写满 12 个 token 的错误回答，
+# 怎样读这些数：`dr_grpo` 与 `dapo` 给每个 token 的权重都与回答长度无关，两者每步只差一个因子 $\sum_j|y_j|/(BL)$；
+# 回答长度变化不大时 Adam 几乎把它抵消，所以两者之间的差别大致可以当作这个设置下随机波动的尺度
+# （这一课里平均长度在变，这个尺度只是近似）。`grpo` 为什么应当改得慢：一条写满 12 个 token 的错误回答，
 # 在 `grpo` 下总共只受一条回答的罚（摊到每个 token 是 $1/(B\cdot 12)$），在 `dapo` 下每个 token 的罚与短回答相同，
-# 整条回答受的罚是短错误回答的两三倍。所以前 10 步里，`grpo` 的错误回答明显更长、被截断的比例更高，
-# 差别远大于 `dr_grpo` 与 `dapo` 之间的波动；习惯改掉之后，三条曲线又靠拢了（剩下的错误回答长短差不多，
-# 长度与对错不再相关，汇总方式也就不再改变长度）。种子 0、1、2 上方向都相同，见本章正文。
+# 整条回答受的罚是短错误回答的两三倍。在本书生成这个 notebook 时的运行和基准脚本的测量里（种子 0、1、2，见本章正文），
+# 前 10 步 `grpo` 的错误回答更长、被截停的比例更高，差别大于 `dr_grpo` 与 `dapo` 之间的波动；习惯改掉之后三条曲线又靠拢
+# （剩下的错误回答长短差不多，长度与对错不再相关，汇总方式也就不再改变长度）。重跑时请以上面的输出为准。
 
 # %%
 fig, axes = plt.subplots(1, 3, figsize=(13, 3.4))
@@ -223,25 +231,27 @@ plt.show()
 # %%
 torch.manual_seed(0)  # 下面的结果与上面按墙钟时间跑了多少步无关
 pairs, masks = preference_pairs_from_samples(copy.deepcopy(start), copy.deepcopy(start_task), n_prompts=PAIR_PROMPTS)
-print(f"{len(pairs[0])} preference pairs from {PAIR_PROMPTS} prompts; before DPO: accuracy {task.evaluate(start)['accuracy']:.3f}")
+print(f"{PAIR_PROMPTS} 个提示词造出 {len(pairs[0])} 个偏好对；DPO 之前留出集 accuracy {task.evaluate(start)['accuracy']:.3f}")
 for lr, beta in ((5e-4, 0.1), (1e-4, 0.5)):
     dpo_policy = copy.deepcopy(start)
     ref = dpo_policy.frozen_copy()
     history = train_dpo(dpo_policy, pairs, DPOConfig(beta=beta, learning_rate=lr, steps=DPO_STEPS), ref_policy=ref)
     last = history[-1]
     print(
-        f"lr {lr:g}, beta {beta}: pair accuracy {last['rewards/accuracies']:.3f}  "
+        f"学习率 {lr:g}，beta {beta}：rewards/accuracies {last['rewards/accuracies']:.3f}  "
         f"rewards/chosen {last['rewards/chosen']:+.3f}  rewards/rejected {last['rewards/rejected']:+.3f}  "
-        f"held-out accuracy {task.evaluate(dpo_policy)['accuracy']:.3f}"
+        f"留出集 accuracy {task.evaluate(dpo_policy)['accuracy']:.3f}"
     )
 
 # %% [markdown]
-# 第一组（学习率大、$\beta$ 小）：偏好对分得很开（`rewards/accuracies` 接近 1），留出集正确率却**大幅下降**。
-# 看 `rewards/chosen`：它是 $\beta$ 倍的 $\log\pi_\theta(y_w) - \log\pi_{\text{ref}}(y_w)$，变成了负数——被选回答的概率
-# 也在下降，只是被拒回答降得更快。第二组（学习率小、$\beta$ 大）走得近得多：`rewards/chosen` 几乎不动，
-# 偏好对照样分开了，留出集正确率却也没有上升（这里反而略降）。DPO 的损失只看两者之差，不管概率质量流向哪里；在这里它流向了两者都不是的其他回答，
-# 其中大多是错的。这就是文献里的“似然位移”（likelihood displacement）。常见的补救是在 DPO 损失上加一项
-# 被选回答的负对数似然（RPO，TRL 里是 `loss_type=["sigmoid", "sft"]`），或者换成在线方法——下面的 PPO 和上面的 GRPO。
+# 怎样读：`rewards/chosen` 是 $\beta$ 倍的 $\log\pi_\theta(y_w) - \log\pi_{\text{ref}}(y_w)$。它变成负数，说明被选回答的概率
+# 也在下降，只是被拒回答降得更快。在本书生成这个 notebook 时的运行里，第一组（学习率大、$\beta$ 小）偏好对分得很开
+# （`rewards/accuracies` 接近 1），留出集正确率却大幅下降；第二组（学习率小、$\beta$ 大）走得近得多，`rewards/chosen` 几乎不动，
+# 偏好对照样分开了，留出集正确率却没有上升。重跑时请以上面的输出为准。
+# DPO 的损失只看两者之差，不管概率质量流向哪里：被选与被拒回答的概率都在降时，空出来的概率只能流向其他回答；
+# 留出集正确率下降说明其中多半是错的（这里没有单独测量）。这就是文献里的“似然位移”（likelihood displacement）。
+# 常见的补救是在 DPO 损失上加一项被选回答的负对数似然（RPO，TRL 里是 `loss_type=["sigmoid", "sft"]`），
+# 或者换成在线方法——下面的 PPO 和上面的 GRPO。
 
 # %% [markdown]
 # ## PPO：加一个价值模型
@@ -258,6 +268,6 @@ ppo_config = PPOConfig(
     num_generations=8, kl_coef=0.01, learning_rate=3e-4, num_ppo_epochs=1, num_mini_batches=1, steps=PPO_STEPS
 )
 history = train_ppo(ppo_policy, value_model, ppo_task, ppo_config, ref_policy=ref)
-print(f"before PPO: accuracy {ppo_task.evaluate(start)['accuracy']:.3f}")
-print(f"after {ppo_config.steps} PPO steps:", {k: round(v, 3) for k, v in ppo_task.evaluate(ppo_policy, ref).items()})
-print(f"explained variance of the value model, last step: {history[-1]['val/explained_variance']:.3f}")
+print(f"PPO 之前留出集 accuracy {ppo_task.evaluate(start)['accuracy']:.3f}")
+print(f"PPO {ppo_config.steps} 步之后：", {k: round(v, 3) for k, v in ppo_task.evaluate(ppo_policy, ref).items()})
+print(f"最后一步价值模型的 val/explained_variance：{history[-1]['val/explained_variance']:.3f}")
