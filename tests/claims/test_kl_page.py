@@ -46,6 +46,27 @@ def test_trl_sequence_level_ratio_is_broadcast_onto_the_per_token_kl():
     )
 
 
+def test_trl_sequence_level_kl_gradient_replaces_k3_t_by_the_mean():
+    # kl.md “与未修正的 k3 相比，梯度多出一项 (Σ_t k3,t) ∇mean_t log π_θ（issue #6586）；与逐 token 的修正相比，第 t 个位置上的
+    # k3,t ∇log π_θ(o_t) 被换成了 ((1/|o|) Σ_s k3,s) ∇log π_θ(o_t)”: TRL's sequence-level w (the two source lines checked in
+    # the test above) times the per-token k3, on-policy, one sequence of 4 tokens, gradient with respect to the log-probs.
+    assert "per_token_kl = per_token_kl * coef_1" in source(GRPOTrainer._compute_loss)
+    torch.manual_seed(0)
+    ref_logps = torch.randn(1, 4, dtype=torch.float64) - 1.0
+    old_logps = torch.randn(1, 4, dtype=torch.float64) - 1.0
+    mask = torch.ones(1, 4, dtype=torch.float64)
+    logps = old_logps.clone().requires_grad_(True)  # on-policy: w = 1 in value
+    log_w = ((logps - old_logps) * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)
+    k3 = torch.exp(ref_logps - logps) - (ref_logps - logps) - 1
+    (sequence,) = torch.autograd.grad((torch.exp(log_w).unsqueeze(-1) * k3).sum(), logps, retain_graph=True)
+    (uncorrected,) = torch.autograd.grad(k3.sum(), logps)
+    (token,) = torch.autograd.grad(importance_corrected_k3(logps, ref_logps, old_logps).sum(), logps)
+    k3 = k3.detach()
+    assert torch.allclose(sequence - uncorrected, k3.sum() / 4 * torch.ones_like(k3))
+    assert torch.allclose(sequence - token, k3.sum() / 4 - k3)
+    assert torch.allclose(token, (logps - ref_logps).detach())  # the token-level correction: −d, the reverse-KL coefficient
+
+
 def test_trl_logs_the_mean_over_logging_steps():
     # kl.md “TRL 每 logging_steps 步才记录一次（GRPOConfig 默认 10），记录的是这期间各步 kl 的平均”.
     assert default_config(GRPOConfig).logging_steps == 10
