@@ -84,7 +84,7 @@ grpo_history, dpo_history = run_seed(seed=0)
 # %% [markdown]
 # ## 学习曲线
 #
-# `run_seed` 返回两份每步一个字典的指标历史，键名与 TRL 的日志相同。`success_prob` 是正确回答的平均概率，
+# `run_seed` 返回两份每步一个字典的指标历史，键名与 TRL 的日志相同（`success_prob`、`rejected_prob` 是本书自己的评估键）。`success_prob` 是正确回答的平均概率，
 # 即精确的期望奖励；GRPO 的 `reward` 是本批平均奖励（采样估计），DPO 的 `rejected_prob` 是被拒回答的平均概率。
 # 注意两边的“一步”含义不同：GRPO 每步采样一批并更新 2 次，DPO 每步在全部偏好对上更新 1 次。
 

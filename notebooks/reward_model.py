@@ -87,8 +87,14 @@ print(f"分数恰为 0 的回答比例（多数是没见过的，也包括被一
 
 # %% [markdown]
 # ## 标签噪声与留出准确率
+#
+# 留出集换成正文噪声表用的那一份（紧接着 `BanditTask.make` 抽出），所以 0.0–0.4 这几档的数字与正文的表相同；
+# 上面 `build_reward_model` 的留出集是在它的训练对之后抽的，是另一份。
 
 # %%
+torch.manual_seed(0)
+task = BanditTask.make(n_prompts=20, n_answers=8)  # 与上面是同一个任务
+eval_pairs = task.noisy_preference_pairs(4, 0.0)  # 与正文噪声表相同的留出集
 noises = [0.0, 0.1, 0.2, 0.3, 0.4, 0.5]
 train_acc, eval_acc = [], []
 for noise in noises:

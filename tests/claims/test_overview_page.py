@@ -6,8 +6,11 @@ import inspect
 
 import verl.trainer.ppo.core_algos as core_algos
 from transformers import Trainer
-from trl import DPOConfig, DPOTrainer, GRPOConfig, GRPOTrainer
+from trl import DPOConfig, DPOTrainer, GRPOConfig, GRPOTrainer, RewardTrainer
+from trl.trainer.utils import get_config_model_id
 from verl.trainer.config import AlgoConfig
+
+from rlhf_toy import grpo_loss, ppo_policy_loss, reinforce_loss
 
 from .pinned import default_config, source
 
@@ -47,10 +50,15 @@ def test_loss_type_is_the_option_for_the_denominator():
 
 
 def test_verl_policy_losses_take_per_token_tensors_and_a_mask():
-    # overview.md “语言模型就是策略”: “本书的策略损失……与 verl `core_algos` 里策略损失函数的接口相同
-    # （`old_log_prob`、`log_prob`、`advantages`、`response_mask`）”.
+    # overview.md “语言模型就是策略”: “本书的策略损失……与 verl `core_algos` 里策略损失函数接收的张量相同
+    # （verl 叫 `old_log_prob`、`log_prob`、`advantages`、`response_mask`），但参数顺序不同：本书把当前策略的 `logps`
+    # 放在第一个，verl 把 `old_log_prob` 放在第一个”.
     params = list(inspect.signature(core_algos.compute_policy_loss_vanilla).parameters)
     assert params[:4] == ["old_log_prob", "log_prob", "advantages", "response_mask"]
+    assert list(inspect.signature(ppo_policy_loss).parameters)[:4] == ["logps", "old_logps", "advantages", "mask"]
+    grpo_params = ["logps", "old_logps", "ref_logps", "advantages", "mask"]
+    assert list(inspect.signature(grpo_loss).parameters)[:5] == grpo_params
+    assert list(inspect.signature(reinforce_loss).parameters)[:3] == ["logps", "advantages", "mask"]
 
 
 def test_trl_losses_are_trainer_methods_that_compute_per_token_logps():
@@ -60,13 +68,25 @@ def test_trl_losses_are_trainer_methods_that_compute_per_token_logps():
     assert list(inspect.signature(DPOTrainer._compute_loss).parameters)[:3] == ["self", "model", "inputs"]
     assert "per_token_logps" in source(GRPOTrainer._compute_loss)
     assert "logps = per_token_logps.sum(dim=1)" in source(DPOTrainer._compute_loss)
+    # “`RewardTrainer.compute_loss` 读的则是序列分类头给每条回答的一个分数”.
+    assert list(inspect.signature(RewardTrainer.compute_loss).parameters)[:3] == ["self", "model", "inputs"]
+    assert not hasattr(RewardTrainer, "_compute_loss")
+    assert "rewards_chosen, rewards_rejected = torch.chunk(outputs.logits.squeeze(-1), chunks=2)" in source(
+        RewardTrainer.compute_loss
+    )
 
 
 def test_reference_model_is_a_fresh_copy_of_the_policy_checkpoint():
-    # overview.md “玩具在哪里做了简化”: “TRL 的 GRPOTrainer、DPOTrainer 在没有另给参考模型时，从策略模型的同一个
-    # 检查点再加载一份作参考模型”.
-    assert "create_model_from_path(get_config_model_id(self.model.config)" in source(GRPOTrainer.__init__)
-    assert "ref_model_path = get_config_model_id(self.model.config)" in source(DPOTrainer.__init__)
+    # overview.md “玩具在哪里做了简化”: “TRL 1.16.0 的 GRPOTrainer 没有 `ref_model` 参数，DPOTrainer 在不传 `ref_model`
+    # 时，都按策略模型配置里的 `_name_or_path` 从检查点再加载一份作参考模型；用 PEFT 时不加载，关掉适配器就是参考模型”.
+    assert "ref_model" not in inspect.signature(GRPOTrainer.__init__).parameters
+    assert "ref_model" in inspect.signature(DPOTrainer.__init__).parameters
+    assert 'return getattr(config, "_name_or_path", "")' in source(get_config_model_id)
+    grpo, dpo = source(GRPOTrainer.__init__), source(DPOTrainer.__init__)
+    assert "create_model_from_path(get_config_model_id(self.model.config)" in grpo
+    assert "ref_model_path = get_config_model_id(self.model.config)" in dpo
+    assert "elif is_peft_model(model): # If PEFT is used, the reference model is not needed" in grpo
+    assert "if is_peft_model(self.model) or (args.precompute_ref_log_probs" in dpo
 
 
 def test_dpo_can_precompute_reference_logps():
@@ -77,8 +97,12 @@ def test_dpo_can_precompute_reference_logps():
 
 
 def test_grpo_puts_k3_in_the_loss():
-    # overview.md “玩具在哪里做了简化”: “GRPO 把 k3 放进损失（TRL 的 GRPOTrainer 也是这样）”.
+    # overview.md “玩具在哪里做了简化”: “TRL 1.16.0 的 GRPOTrainer 默认 `use_bias_correction_kl=True`，放进损失的是
+    # w·k3”; “运行结果”: TRL 的默认还有 `use_bias_correction_kl=True`，“TRL 放进损失、记进日志的是乘上比率 w 的 k3”.
+    assert default_config(GRPOConfig).use_bias_correction_kl is True
     loss = source(GRPOTrainer._compute_loss)
+    assert "if self.args.use_bias_correction_kl: per_token_kl = per_token_kl * coef_1" in loss
+    assert 'self._metrics[mode]["kl"].append(global_masked_mean(per_token_kl))' in loss
     assert (
         "per_token_kl = ( torch.exp(ref_per_token_logps - per_token_logps) - (ref_per_token_logps - per_token_logps) - 1 )"
         in loss

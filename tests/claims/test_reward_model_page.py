@@ -42,6 +42,15 @@ def test_logged_metrics_strict_accuracy_and_margin_without_m():
     assert "mean_margin = (rewards_chosen - rewards_rejected).mean()" in text
 
 
+def test_mean_reward_pools_chosen_and_rejected_scores():
+    # reward-model.md “过度自信与居中”: “`mean_reward` 与 `max_reward` 是训练对里出现的分数（被选与被拒合在一起，
+    # 一个回答出现几次算几次）的平均与最大值，与 TRL 相同”.
+    text = source(RewardTrainer.compute_loss)
+    assert "rewards_chosen, rewards_rejected = torch.chunk(outputs.logits.squeeze(-1), chunks=2)" in text
+    assert "all_rewards = self.accelerator.gather(outputs.logits)" in text
+    assert 'self._metrics[mode]["mean_reward"].append(all_rewards.mean().item())' in text
+
+
 def test_metrics_are_averaged_over_logging_steps_and_prefixed_eval():
     # reward-model.md table row 日志: “TRL 每 `logging_steps`（默认 10）步记一次平均值”; “`eval_accuracy` 也是 TRL 在
     # 评估集上记录的名字”.
