@@ -39,6 +39,8 @@ import rlhf_toy  # noqa: E402, F401
 # $d = \mu x - \mu^2/2$，真值 $\mathrm{KL}(q\|p) = \mu^2/2$。$\mu = 0.1$ 是接近的一对，$\mu = 1$ 是较远的一对。
 
 # %%
+import math
+
 import matplotlib.pyplot as plt
 import torch
 
@@ -77,7 +79,8 @@ plt.show()
 #
 # 参考模型取第 6 章初始策略在第 0 个提示词上的分布（8 个回答）；策略把正确回答的 logit 抬高 `shift`。
 # 抬高 0.5 是“接近的一对”，抬高 8 对应训练后期（正确回答的概率约 0.998）。
-# 画 2000 批、每批 160 个样本（第 6 章一步的样本数）的批均值的直方图：这就是本书训练日志里每一步 `kl` 的分布
+# 画 2000 批、每批 160 个样本（第 6 章一步的样本数）的批均值的直方图。这对应于本书训练日志里每一步记录的 `kl`，
+# 只是日志里的一步混着 20 个提示词、每个 8 个回答，这里只有一个提示词
 # （TRL 每 `logging_steps` 步把各步的值再平均一次，样本多得多，见第 7 章）。
 
 # %%
@@ -118,22 +121,25 @@ plt.show()
 # %% [markdown]
 # ## 偏差与标准差随距离变化
 #
-# 正态分布（Schulman 的例子，$q = \mathcal N(0,1)$，$p = \mathcal N(\mu,1)$，蒙特卡洛 5 万个样本）和老虎机上的类别分布
+# 正态分布（Schulman 的例子，$q = \mathcal N(0,1)$，$p = \mathcal N(\mu,1)$）和老虎机上的类别分布
 # （对 8 个回答精确求和）。纵轴是相对于真值的标准差，对数坐标。
+#
+# 正态分布用闭式：$d\sim\mathcal N(-\mu^2/2, \mu^2)$，所以 $\operatorname{Var}k_1 = \mu^2$，
+# $\operatorname{Var}k_2 = (2\mu^4 + \mu^6)/4$，$\operatorname{Var}k_3 = \operatorname{Var}e^d + \operatorname{Var}d - 2\operatorname{Cov}(e^d, d)
+# = (e^{\mu^2} - 1) + \mu^2 - 2\mu^2 = e^{\mu^2} - 1 - \mu^2$（$\operatorname{Cov}(e^d, d) = \mu^2\,\mathbb E[e^d] = \mu^2$）。
+# 不用蒙特卡洛，是因为 $\mu$ 大时 $e^d$ 是 $\sigma = \mu$ 的对数正态分布，几万个样本采不到它的长尾，
+# 样本标准差在典型的一次抽样里明显偏低（下面最后一行打印了 $\mu = 2$ 时的对照），这正是第 7 章讲的现象。
 
 # %%
 mus = torch.linspace(0.05, 2.0, 15).tolist()
 shifts = torch.linspace(0.1, 10.0, 40).tolist()
-gauss = {name: [] for name in ("k1", "k2", "k3")}
-gauss_bias = {name: [] for name in ("k1", "k2", "k3")}
 cat = {name: [] for name in ("k1", "k2", "k3")}
 cat_bias = {name: [] for name in ("k1", "k2", "k3")}
-generator = torch.Generator().manual_seed(1)
-for mu in mus:
-    true_kl = mu**2 / 2
-    for name, s in estimator_stats(gaussian_log_ratios(mu, 50_000, generator)).items():
-        gauss[name].append(s.std / true_kl)
-        gauss_bias[name].append((s.mean - true_kl) / true_kl)
+gauss = {  # 闭式标准差 / 真值 μ²/2
+    "k1": [mu / (mu**2 / 2) for mu in mus],
+    "k2": [math.sqrt((2 * mu**4 + mu**6) / 4) / (mu**2 / 2) for mu in mus],
+    "k3": [math.sqrt(math.expm1(mu**2) - mu**2) / (mu**2 / 2) for mu in mus],
+}
 cat_kl = []
 for shift in shifts:
     logps = shifted(shift)
@@ -153,7 +159,7 @@ axes[0].set(
     yscale="log",
     xlabel="true KL (nats)",
     ylabel="stdev / true KL",
-    title="Gaussians N(0,1) vs N(mu,1), Monte Carlo",
+    title="Gaussians N(0,1) vs N(mu,1), closed form",
 )
 axes[1].set(yscale="log", xlabel="true KL (nats)", ylabel="stdev / true KL", title="bandit prompt 0, exact")
 axes[2].set(xlabel="true KL (nats)", ylabel="bias / true KL", title="bandit prompt 0, exact bias")
@@ -165,10 +171,12 @@ for j in (0, len(mus) - 1):
     print(f"mu = {mus[j]:.2f}（KL = {mus[j] ** 2 / 2:.3f}）：标准差/真值 " + "，".join(f"{n} {gauss[n][j]:.2f}" for n in gauss))
 j = next(j for j in range(len(mus)) if gauss["k3"][j] > gauss["k1"][j])
 print(f"k3 的相对标准差第一次超过 k1：mu = {mus[j]:.2f}（KL = {mus[j] ** 2 / 2:.3f}）")
+mc = estimator_stats(gaussian_log_ratios(2.0, 50_000, torch.Generator().manual_seed(1)))["k3"].std / 2.0
+print(f"mu = 2.00 时 k3 的标准差/真值：精确 {gauss['k3'][-1]:.2f}，5 万个样本的蒙特卡洛 {mc:.2f}")
 
 # %% [markdown]
 # 两个分布接近时（左端）k1 的相对标准差按 $1/\sqrt{\text{KL}}$ 发散，k2、k3 只有 1.4 左右（上面打印的第一行）。
-# 距离变大后 k2、k3 的相对标准差都上升，k1 的一路下降；KL 超过某个值之后 k3 反而比 k1 差（上面打印的交叉点和最后一行）：
+# 距离变大后 k2、k3 的相对标准差都上升，k1 的一路下降；KL 超过某个值之后 k3 反而比 k1 差（上面打印的交叉点和第二行）：
 # 正态分布上也有与老虎机相同的交叉。
 # 老虎机上把正确回答抬得越高，k3 的相对标准差先降后升：策略越集中，错误回答上的 $e^d = \pi_{\text{ref}}/\pi_\theta$ 越大。
 # 右图：k1、k3 的偏差恒为 0（精确求和），k2 的偏差随距离变化。
