@@ -64,7 +64,8 @@ def test_trl_sequence_level_kl_gradient_replaces_k3_t_by_the_mean():
     k3 = k3.detach()
     assert torch.allclose(sequence - uncorrected, k3.sum() / 4 * torch.ones_like(k3))
     assert torch.allclose(sequence - token, k3.sum() / 4 - k3)
-    assert torch.allclose(token, (logps - ref_logps).detach())  # the token-level correction: −d, the reverse-KL coefficient
+    # the token-level correction: −d, the reverse-KL coefficient
+    assert torch.allclose(token, (logps - ref_logps).detach())
 
 
 def test_trl_logs_the_mean_over_logging_steps():
