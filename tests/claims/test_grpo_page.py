@@ -23,6 +23,13 @@ def test_grpo_config_defaults():
     assert args.learning_rate == 1e-6
 
 
+def test_trl_does_not_load_a_reference_model_when_beta_is_0():
+    # grpo.md table row KL 系数: “beta=0 时不加载参考模型”.
+    assert "if self.beta == 0.0: # If beta is 0.0, the reference model is not needed self.ref_model = None" in source(
+        GRPOTrainer.__init__
+    )
+
+
 def test_epsilon_high_defaults_to_epsilon():
     # grpo.md table row 截断: “epsilon=0.2，epsilon_high 默认等于 epsilon”.
     assert "self.epsilon_high = args.epsilon_high if args.epsilon_high is not None else args.epsilon" in source(

@@ -8,9 +8,10 @@ from pathlib import Path
 import torch
 import verl
 import verl.trainer.ppo.core_algos as core_algos
+from omegaconf import OmegaConf
 from trl import GRPOConfig, GRPOTrainer
 from trl.rewards import get_soft_overlong_punishment
-from verl.trainer.config import AlgoConfig
+from verl.trainer.config import AlgoConfig, FilterGroupsConfig
 from verl.workers.config import ActorConfig
 
 from .pinned import default_config, module_exists, module_source, source
@@ -127,9 +128,47 @@ def test_verl_gspo_follows_the_aggregation_it_is_given():
     assert (by_sequence - by_token).abs() > 1e-3
 
 
+def _verl_v1_source(name: str) -> str:
+    # verl.trainer.ppo.v1 imports transfer_queue at package import, which the claim tests do not install: read the file.
+    return " ".join((Path(verl.__file__).parent / "trainer" / "ppo" / "v1" / name).read_text(encoding="utf-8").split())
+
+
 def test_verl_filter_groups_option_exists():
-    # grpo-variants.md: “verl 的 algorithm.filter_groups 这样做”.
+    # grpo-variants.md: “verl 的 algorithm.filter_groups 这样做” and the table row 动态采样
+    # “algorithm.filter_groups.enable=True（按 algorithm.filter_groups.metric 判断……ppo_trainer.yaml 里默认 reward，也可取 acc 等
+    # 奖励字段，不设 metric 会报错；重采样补齐）”: the shipped trainer YAML sets metric: reward (the dataclass default is None),
+    # enable=True with no metric raises, and filtered groups are replaced through refill_fn.
     assert "filter_groups" in AlgoConfig.__dataclass_fields__
+    assert (FilterGroupsConfig().enable, FilterGroupsConfig().metric) == (False, None)
+    yaml = OmegaConf.load(Path(verl.__file__).parent / "trainer" / "config" / "ppo_trainer.yaml")
+    assert (yaml.algorithm.filter_groups.enable, yaml.algorithm.filter_groups.metric) == (False, "reward")
+    trainer = _verl_v1_source("trainer_base.py")
+    assert 'raise ValueError("algorithm.filter_groups.metric must be set when group filtering is enabled")' in trainer
+    buffer = _verl_v1_source("replay_buffer.py")
+    assert (
+        'raise ValueError("Group filtering (filter_groups_metric) requires refill_fn to replace evicted groups")'
+        in buffer
+    )
+
+
+def test_verl_keeps_groups_of_one_when_filtering():
+    # grpo-variants.md box: “verl 保留大小为 1 的组”: only groups of more than one with zero std are filtered.
+    buffer = _verl_v1_source("replay_buffer.py")
+    assert "float(values[0]) if len(values) > 1 and float(np.std(values)) == 0.0 else None" in buffer
+
+
+def test_verl_and_trl_config_names_in_the_table():
+    # grpo-variants.md table rows 组内标准差 “algorithm.norm_adv_by_std_in_grpo=True”, 截断下界 / 上界
+    # “actor.clip_ratio_low / clip_ratio_high”, 每批样本更新几次 “actor.ppo_epochs”, 两侧截断比例 “actor/pg_clipfrac（两侧合计）”
+    # and 超长回答不进损失 “mask_truncated_completions=True”.
+    assert AlgoConfig().norm_adv_by_std_in_grpo is True
+    actor = ActorConfig(strategy="fsdp", rollout_n=1, ppo_micro_batch_size_per_gpu=1)
+    assert (actor.clip_ratio_low, actor.clip_ratio_high, actor.ppo_epochs) == (0.2, 0.2, 1)
+    text = source(core_algos.compute_policy_loss_vanilla)
+    # one fraction for both sides: the clipped term is the larger loss, whichever side of [1-ε_low, 1+ε_high] w is on
+    assert "pg_clipfrac = verl_F.masked_mean(torch.gt(pg_losses2, pg_losses1).float(), response_mask)" in text
+    assert '"actor/pg_clipfrac": pg_clipfrac.detach().item(),' in text
+    assert default_config(GRPOConfig).mask_truncated_completions is False
 
 
 def test_trl_delta_is_verl_dual_clip():
@@ -184,6 +223,15 @@ def test_newer_trl_options_and_what_they_do():
     text = source(GRPOTrainer._compute_loss)
     # cispo: “把比率在 epsilon_high 处限幅、不传梯度，当作权重乘在 −Â log π_θ 上 … 按整个生成批次的 token 数归一”
     assert "clamped_ratios = torch.clamp(coef_1, max=self.epsilon_high).detach()" in text
+    # “在 epsilon_high 这个比率值处限幅（不是 1+ε_high；TRL 的文档建议设 5.0，不设时沿用 epsilon=0.2，比率会被封顶在 0.2）”
+    assert "When used with `loss_type='cispo'`, this corresponds to the ε_max param" in " ".join(
+        GRPOConfig.__doc__.split()
+    )
+    assert "the recommended value is `5.0`" in " ".join(GRPOConfig.__doc__.split())
+    assert "self.epsilon_high = args.epsilon_high if args.epsilon_high is not None else args.epsilon" in source(
+        GRPOTrainer.__init__
+    )
+    assert default_config(GRPOConfig).epsilon == 0.2
     assert "per_token_loss = -clamped_ratios * advantages * per_token_logps" in text
     assert 'elif self.loss_type in ["cispo", "dapo", "vespo"]:' in text
     # sapo: “(4/τ) sigmoid(τ(w−1)) 代替硬截断 … 正、负优势各一个温度 … 按 grpo 的方式汇总”

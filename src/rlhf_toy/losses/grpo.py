@@ -45,12 +45,12 @@ def clipped_surrogate(
         logps: 当前策略的逐 token 对数概率，形状 `(B, T)`，带梯度。
         old_logps: 采样时旧策略的对数概率，形状 `(B, T)`，不带梯度。
         advantages: 优势，形状 `(B, 1)` 或 `(B, T)`（已展开到 token）。
-        epsilon: 下截断 $\epsilon_{low}$（TRL `epsilon`，默认 0.2）。
-        epsilon_high: 上截断 $\epsilon_{high}$（DAPO 的 clip-higher，TRL `epsilon_high`）；`None` 表示等于 `epsilon`。
+        epsilon: 截断的下侧幅度 $\epsilon_{low}$（下界 $1-\epsilon_{low}$，TRL `epsilon`，默认 0.2）。
+        epsilon_high: 上侧幅度 $\epsilon_{high}$（上界 $1+\epsilon_{high}$，DAPO 的 clip-higher，TRL `epsilon_high`）；`None` 表示等于 `epsilon`。
 
     Returns:
         `(per_token_loss, is_clipped)`，两者形状均为 `(B, T)`；`is_clipped` 为布尔张量，
-        标出截断起作用（梯度为 0）的位置，即 TRL 的 `clip_ratio/region`。
+        标出截断起作用（梯度为 0）的位置，即 TRL `clip_ratio/region_mean` 统计的位置。
     """
     eps_high = epsilon if epsilon_high is None else epsilon_high
     ratio = (logps - old_logps).exp()
@@ -165,15 +165,15 @@ def grpo_loss(
         ref_logps: 参考模型的对数概率，形状 `(B, T)`；`beta == 0` 时可为 `None`。
         advantages: 优势 $\hat A$，形状 `(B,)`（每条回答一个，广播到它的所有 token）或 `(B, T)`。
         mask: 损失掩码，形状 `(B, T)`，0/1 浮点。
-        epsilon: 截断下界 $\epsilon$（TRL `epsilon`）。
-        epsilon_high: 截断上界；`None` 表示与 `epsilon` 相同。
+        epsilon: 截断的下侧幅度 $\epsilon$（下界 $1-\epsilon$，TRL `epsilon`）。
+        epsilon_high: 上侧幅度（上界 $1+\epsilon_{high}$）；`None` 表示与 `epsilon` 相同。
         beta: KL 系数 $\beta \ge 0$。
         loss_type: 汇总方式，见 [`aggregate_loss`][rlhf_toy.losses.aggregate.aggregate_loss]。
         max_completion_length: `dr_grpo` 的常数分母 $L$。
         importance_sampling_level: `"token"`（默认，逐 token 比率 $w_{i,t}$）或 `"sequence"`（GSPO：
             每条回答一个比率 $s_i$，见 `sequence_log_ratio`；截断也作用在 $s_i$ 上），同 TRL 的同名参数。
             `"sequence"` 要求 `advantages` 形状为 `(B,)`；与 `bnpo`、`dr_grpo`、`dapo` 同用时发出
-            `UserWarning`（同 TRL）：这三种汇总按 token 求和，把每条回答的序列损失乘上了它的长度。
+            `UserWarning`（TRL 在构造 `GRPOTrainer` 时用 `logger.warning` 提示）：这三种汇总按 token 求和，把每条回答的序列损失乘上了它的长度。
         log_clip_sides: `True` 时另记 TRL 的 `clip_ratio/low_mean`（$w < 1-\epsilon$ 且 $\hat A < 0$）与
             `clip_ratio/high_mean`（$w > 1+\epsilon_{high}$ 且 $\hat A > 0$）；`clip_ratio` 是两者的并。
 

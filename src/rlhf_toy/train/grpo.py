@@ -23,8 +23,8 @@ class GRPOConfig:
 
     Attributes:
         num_generations: 每个提示词采样的回答数 $G$。
-        epsilon: 截断下界 $\\epsilon$。
-        epsilon_high: 截断上界；`None` 表示等于 `epsilon`。
+        epsilon: 截断的下侧幅度 $\\epsilon$（下界 $1-\\epsilon$）。
+        epsilon_high: 上侧幅度（上界 $1+\\epsilon_{high}$）；`None` 表示等于 `epsilon`。
         beta: KL 系数。
         learning_rate: Adam 学习率。查表策略直接优化 logits，所以可以很大。
         steps: 采样—更新的轮数。
@@ -68,7 +68,7 @@ def train_grpo(
     optimizer: torch.optim.Optimizer | None = None,
     eval_every: int = 1,
 ) -> list[dict[str, float]]:
-    """用 GRPO 训练 `policy`，返回每一步的指标字典（键名同 TRL 日志）。
+    """用 GRPO 训练 `policy`，返回每一步的指标字典（`kl`、`reward`、`frac_reward_zero_std` 与 TRL 同名；`clip_ratio` 对应 TRL 的 `clip_ratio/region_mean`）。
 
     Args:
         policy: 实现 `sample` / `logps` 的策略（会被原地更新）。
