@@ -91,6 +91,7 @@ def main() -> int:
     model, tokenizer, sft = sft_warm_start(task, seed=0)
     sft["accuracy"] = greedy_accuracy(model, tokenizer, task)
     model.save_pretrained(work)
+    (Path(work) / "sft.json").write_text(json.dumps(sft), encoding="utf-8")
     print(f"SFT: {sft['steps']} steps, {sft['seconds']:.0f} s, held-out {sft['accuracy']:.3f}", flush=True)
     grpo1 = run_trl_grpo(init_from=work)
     out = os.path.join(work, "grpo2.json")

@@ -137,7 +137,10 @@ def test_vllm_options_and_defaults():
     assert (config.use_vllm, config.vllm_mode) == (False, "colocate")
     assert config.vllm_importance_sampling_correction is True
     assert config.vllm_importance_sampling_mode == "sequence_mask"
-    assert hasattr(config, "vllm_importance_sampling_cap")
+    assert config.vllm_importance_sampling_clip_max == 3.0
+    doc = GRPOConfig.__doc__
+    for mode in ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask"):
+        assert f'`"{mode}"`' in doc, mode
     from trl import SFTConfig
     from trl.experimental.async_grpo import AsyncGRPOConfig  # noqa: F401  ("trl.experimental.async_grpo")
 

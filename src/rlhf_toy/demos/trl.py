@@ -102,7 +102,7 @@ def sft_warm_start(
 
     disable_progress_bar()
     if init_from is not None:
-        return Qwen2ForCausalLM.from_pretrained(init_from), make_tokenizer(), {"init_from": init_from}
+        return Qwen2ForCausalLM.from_pretrained(init_from), make_tokenizer(), {"steps": None, "init_from": init_from}
 
     spec = SFT_QUICK if quick else SFT_FULL
     _, world_size = world()
@@ -190,7 +190,7 @@ def run_trl_grpo(seed: int = 0, quick: bool = False, init_from: str | None = Non
     )
     _say(
         f"TRL GRPO：{task.batch_size} 个提示词 × G={config.num_generations}，loss_type={args.loss_type}，"
-        f"{world_size} 个进程；SFT 热启动 {sft['steps']} 步"
+        f"{world_size} 个进程；" + (f"SFT 热启动 {sft['steps']} 步" if sft["steps"] else "热启动模型从目录载入")
     )
 
     step_seconds: list[float] = []

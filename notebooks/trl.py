@@ -1,0 +1,117 @@
+# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown] tags=["colab-badge"]
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/rlhf-toy/rlhf-toy/blob/main/docs/notebooks/trl.ipynb)
+
+# %% [markdown]
+# # 第 10 章：把第 9 章的任务交给 TRL
+#
+# 同一个两位数加法任务、同一套 token 编号、同一段奖励代码，这次由 TRL 1.16 的 `SFTTrainer` 和 `GRPOTrainer` 训练
+# 一个随机初始化的极小 `Qwen2ForCausalLM`：先一个进程，再两个进程。最后画出完整运行（`scripts/run_trl.py`）的奖励曲线
+# 和一步训练的时间分解。全部在 CPU 上运行。
+
+# %%
+# 在 Colab 里安装 rlhf_toy；本地已经安装时什么也不做。
+import importlib.util
+import os
+import subprocess
+import sys
+
+if importlib.util.find_spec("rlhf_toy") is None:
+    source = os.environ.get("RLHF_TOY_SOURCE", "git+https://github.com/rlhf-toy/rlhf-toy")
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", source], check=True)
+    importlib.invalidate_caches()
+if importlib.util.find_spec("trl") is None:  # 本章还需要 TRL（本书按 1.16.0 写）
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "trl==1.16.0"], check=True)
+    importlib.invalidate_caches()
+
+# 导入 rlhf_toy 时，它在任何张量计算之前固定 CPU 指令集与线程数（见 rlhf_toy.numerics），所以这一格要最先运行。
+# 在 x86-64 上，训练过程打印的数字与网页逐位相同；在 ARM 笔记本或换了 torch 版本（例如 Colab 自带的）时可能不同。
+# %%
+import json
+import tempfile
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import torch
+
+import rlhf_toy  # noqa: E402, F401
+from rlhf_toy.demos.trl import run_trl_grpo, sft_warm_start
+from rlhf_toy.integrations.trl import greedy_accuracy
+from rlhf_toy.tasks.addition import AdditionTask
+
+torch.set_num_threads(1)
+
+# %% [markdown]
+# 本 notebook 的预算都在下面这一格。完整版：SFT 热启动（到训练题正确率 0.5 为止）之后 GRPO 30 步，几分钟；
+# 环境变量 `DQN_QUICK=1` 时（CI 重新执行 notebook 时会设）SFT 与 GRPO 都只跑几步，只确认流程能走通。
+
+# %%
+QUICK = os.environ.get("DQN_QUICK", "") not in ("", "0")
+GRPO_STEPS = None if QUICK else 30  # None：快速版的 3 步
+
+# %% [markdown]
+# ## 一个进程：SFTTrainer 热启动，然后 GRPOTrainer
+#
+# 热启动与第 9 章同一规则；GRPO 用第 9 章的配置（每步 32 个提示词 × G = 8，`loss_type="dapo"`，`beta=0`）。
+# 热启动的模型存到一个临时目录，下面两个进程的运行从它开始。
+
+# %%
+task = AdditionTask(seed=0, balanced=True)
+model, tokenizer, sft = sft_warm_start(task, quick=QUICK)
+warm = tempfile.mkdtemp(prefix="rlhf_toy_warm_")
+model.save_pretrained(warm)
+print(f"SFTTrainer {sft['steps']} 步，{sft['seconds']:.0f} 秒；留出集贪心正确率 {greedy_accuracy(model, tokenizer, task):.3f}")
+
+one = run_trl_grpo(quick=QUICK, init_from=warm, steps=GRPO_STEPS)
+
+# %% [markdown]
+# ## 两个进程
+#
+# 同一个命令加上 `--processes 2`，`rlhf_toy` 用 `accelerate launch --multi_gpu --num_processes 2` 重新启动自己
+# （`use_cpu=True`，gloo 后端）。每个进程生成、打分一半的回答，梯度求平均；最后一行是两个进程各自的参数摘要，相同说明它们始终是同一个模型。
+# 这里只跑快速版的 3 步：两个进程各自还要导入一遍 TRL，光启动就要十几秒。
+
+# %%
+out = subprocess.run([sys.executable, "-m", "rlhf_toy", "trl", "grpo", "--quick", "--processes", "2", "--init-from", warm],
+                     capture_output=True, text=True, check=True)
+print(out.stdout)
+
+# %% [markdown]
+# ## 完整运行：奖励曲线与一步的时间分解
+#
+# 下面读 `scripts/run_trl.py` 写的缓存：同一个热启动模型，GRPO 300 步，一个进程与两个进程。
+# 图里的标签用英文：Colab 默认没有中文字体。
+
+# %%
+PART_NAMES = {"生成": "generate", "打分": "reward", "其余准备": "other prep", "前向与损失": "forward + loss",
+              "反向传播": "backward", "其余": "optimizer, logging, sync"}
+cache_path = Path("docs/data/trl.json")
+if cache_path.exists():
+    cache = json.loads(cache_path.read_text(encoding="utf-8"))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.2))
+    for n, run in cache["grpo"].items():
+        rewards = torch.tensor(run["rewards"])
+        smooth = torch.nn.functional.avg_pool1d(rewards[None, None], 10, stride=1)[0, 0]
+        left.plot(range(10, len(rewards) + 1), smooth, label=f"{n} process(es)")
+    left.set(xlabel="step", ylabel="mean reward (10-step moving average)", title="TRL GRPOTrainer")
+    left.legend()
+    for i, run in enumerate(cache["grpo"].values()):
+        bottom = 0.0
+        for j, (part, seconds) in enumerate(run["seconds_by_part"].items()):
+            right.bar(i, seconds, bottom=bottom, color=f"C{j}", label=PART_NAMES[part] if i == 0 else None)
+            bottom += seconds
+    right.bar(2, cache["ours_seconds_per_step"], color="gray", label="rlhf_toy loop")
+    right.set_xticks([0, 1, 2], ["TRL, 1 proc", "TRL, 2 procs", "rlhf_toy"])
+    right.set(ylabel="seconds per step", title="where a step goes")
+    right.legend(fontsize=7)
+    fig.tight_layout()
+    plt.show()
+else:
+    print("没有找到 docs/data/trl.json（在 Colab 里请克隆仓库后再读，或自己运行 scripts/run_trl.py）")
