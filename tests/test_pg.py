@@ -153,6 +153,80 @@ def test_train_rloo_kl_metric_and_config_check():
         train_rloo(policy, task, RLOOConfig(baseline="none"))
 
 
+class _TwoTokenPolicy(torch.nn.Module):
+    """测试用的两 token 策略：每个位置一张独立的表；第一个 token 为 0 的回答第二个 token 被掩掉。"""
+
+    def __init__(self, logits):
+        super().__init__()
+        self.logits = torch.nn.Parameter(logits.clone())  # (n_prompts, 2, n_answers)
+
+    def sample(self, prompts, num_generations):
+        with torch.no_grad():
+            probs = self.logits[prompts].softmax(-1).repeat_interleave(num_generations, dim=0)  # (B, 2, A)
+            completions = torch.multinomial(probs.reshape(-1, probs.shape[-1]), 1).reshape(-1, 2)
+        mask = torch.ones(completions.shape)
+        mask[:, 1] = (completions[:, 0] != 0).float()
+        return completions, mask
+
+    def logps(self, prompts, completions):
+        return self.logits[prompts].log_softmax(-1).gather(2, completions.unsqueeze(-1)).squeeze(-1)
+
+    def frozen_copy(self):
+        ref = _TwoTokenPolicy(self.logits.detach())
+        ref.requires_grad_(False)
+        return ref
+
+
+class _FirstTokenTask:
+    def __init__(self, correct):
+        self.correct = correct
+
+    def prompts(self):
+        return torch.arange(self.correct.shape[0])
+
+    def reward(self, prompts, completions):
+        return (completions[:, 0] == self.correct[prompts]).float()
+
+
+def test_train_reinforce_kl_in_reward_matches_formula_when_kl_nonzero():
+    """式 (pg-kl-reward)：第二步起 π_old ≠ π_ref，逐 token 的 k1 在掩码内按序列求和，乘 β 后在留一法之前从奖励扣掉。"""
+    torch.manual_seed(8)
+    n_prompts, k, beta = 6, 4, 0.5
+    task = _FirstTokenTask(torch.randint(0, 3, (n_prompts,)))
+    policy = _TwoTokenPolicy(0.3 * torch.randn(n_prompts, 2, 3))
+    ref = policy.frozen_copy()
+    config = ReinforceConfig(baseline="rloo", beta=beta, steps=1, learning_rate=0.5)
+    train_reinforce(policy, task, config, ref_policy=ref)  # 第一步之后 π_old ≠ π_ref
+    start = policy.logits.detach().clone()
+
+    torch.manual_seed(9)
+    step2 = train_reinforce(policy, task, config, ref_policy=ref)[0]
+
+    # 按式独立重算同一批（同一种子 → 同样的样本）
+    torch.manual_seed(9)
+    hand = _TwoTokenPolicy(start)
+    prompts = task.prompts()
+    completions, mask = hand.sample(prompts, k)
+    group_prompts = prompts.repeat_interleave(k)
+    assert mask[:, 1].min() == 0 and mask[:, 1].max() == 1  # 批里既有一个 token 也有两个 token 的回答
+    r = task.reward(group_prompts, completions)
+    logp = torch.log_softmax(start, -1)[group_prompts]  # (B, 2, A)
+    ref_logp = torch.log_softmax(ref.logits, -1)[group_prompts]
+    per_token = [
+        logp[i, t, completions[i, t]] - ref_logp[i, t, completions[i, t]] for i in range(len(r)) for t in (0, 1)
+    ]
+    kl_seq = torch.stack(per_token).reshape(-1, 2).mul(mask).sum(-1)
+    assert (kl_seq.abs() > 1e-2).float().mean() > 0.5  # 多数回答的 KL 不为 0
+    penalised = (r - beta * kl_seq).reshape(-1, k)
+    adv = torch.stack(
+        [penalised[g, i] - (penalised[g].sum() - penalised[g, i]) / (k - 1) for g in range(n_prompts) for i in range(k)]
+    )
+    seq_logp = torch.stack([logp[i, t, completions[i, t]] for i in range(len(r)) for t in (0, 1)]).reshape(-1, 2)
+    expected_loss = -(adv * (seq_logp * mask).sum(-1)).mean()
+    assert step2["kl"] == pytest.approx(kl_seq.mean().item(), rel=1e-5)
+    assert step2["loss"] == pytest.approx(expected_loss.item(), rel=1e-5)
+
+
 def test_reinforce_loss_bad_inputs():
     with pytest.raises(ValueError, match=r"advantages 的形状是 \(3,\)，期望 \(2,\)"):
         reinforce_loss(torch.zeros(2, 1), torch.zeros(3), torch.ones(2, 1))

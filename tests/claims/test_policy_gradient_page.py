@@ -43,11 +43,15 @@ def test_rloo_kl_goes_into_the_sequence_reward():
     assert text.index("rewards = rewards - self.beta * kl") < text.index("baselines = (grouped_sum - grouped_rewards)")
 
 
-def test_rloo_loss_uses_a_sequence_level_ratio():
-    # policy-gradient.md table row 损失: “TRL：序列级比率 w_i = exp(Σ_t m log π_θ − Σ_t m log π_old)，按 ε 截断”.
+def test_rloo_loss_uses_the_whole_answer_ratio():
+    # policy-gradient.md table row 损失: “TRL：整条回答的概率比 w_i = exp(Σ_t m log π_θ − Σ_t m log π_old)（不开 |y_i|
+    # 次方，与第 6 章 GSPO 的序列级比率 s_i 不同），按 ε 截断”.
     text = source(RLOOTrainer)
     assert "logps = (per_token_logps * completion_mask).sum(1)" in text
     assert "log_ratio = logps - old_logps" in text
+    # no length normalisation between the log-ratio and its exp
+    between = text[text.index("log_ratio = logps - old_logps") : text.index("coef_1 = torch.exp(log_ratio)")]
+    assert "log_ratio =" not in between[len("log_ratio =") :] and "completion_mask.sum" not in between
     assert "coef_2 = torch.clamp(coef_1, 1 - self.epsilon_low, 1 + self.epsilon_high)" in text
     # “−min(w_i Â_i, clip(w_i) Â_i) 的批平均”
     assert (
@@ -93,8 +97,18 @@ def test_verl_puts_kl_in_the_reward_only_when_asked():
     from verl.trainer.config.algorithm import AlgoConfig
 
     assert AlgoConfig().use_kl_in_reward is False
-    assert "scores = token_level_rewards.sum(dim=-1)" in module_source("verl.trainer.ppo.core_algos")
-    assert "token_level_rewards = token_level_scores - beta * kld" in module_source("verl.trainer.ppo.ray_trainer")
+    # the sum is inside compute_rloo_outcome_advantage itself (the same line occurs in other estimators too)
+    core = module_source("verl.trainer.ppo.core_algos")
+    start = core.index("def compute_rloo_outcome_advantage(")
+    rloo = core[start : core.index(" def ", start + 1)]
+    assert "scores = token_level_rewards.sum(dim=-1)" in rloo
+    # “只在 use_kl_in_reward=True 时”: otherwise the scores are copied unchanged; the penalty comes before the advantage
+    trainer = module_source("verl.trainer.ppo.ray_trainer")
+    assert "token_level_rewards = token_level_scores - beta * kld" in trainer
+    guard = "if self.config.algorithm.use_kl_in_reward: batch, kl_metrics = apply_kl_penalty("
+    assert guard in trainer
+    assert 'else: batch.batch["token_level_rewards"] = batch.batch["token_level_scores"]' in trainer
+    assert trainer.index(guard) < trainer.index("batch = compute_advantage(")
 
 
 def test_dr_grpo_advantage_is_the_own_mean_in_trl_and_verl():
@@ -150,3 +164,14 @@ def test_rloo_old_logps_forward_keeps_dropout_by_default():
     assert 'mode = "train" if self.model.training else "eval"' in prepare
     assert "generation_batch = self._generate_and_score_completions(generation_batch)" in prepare
     assert ".eval()" not in source(RLOOTrainer._generate_and_score_completions)
+    # nothing in RLOOTrainer or in the generation context manager switches to eval mode …
+    from trl.models import utils as trl_model_utils
+
+    assert ".eval()" not in source(RLOOTrainer)
+    assert ".eval()" not in source(trl_model_utils.unwrap_model_for_generation)
+    assert ".eval()" not in source(trl_model_utils._unwrap_model_for_generation)
+    # … and transformers' Trainer.training_step puts the model in train mode before _prepare_inputs
+    from transformers import Trainer
+
+    step = source(Trainer.training_step)
+    assert step.index("model.train()") < step.index("inputs = self._prepare_inputs(inputs)")
