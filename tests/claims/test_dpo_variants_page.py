@@ -138,7 +138,12 @@ def test_dpo_hinge_is_on_the_log_ratio_margin():
     # reads delta_score, the margin of the log-ratios against the reference model (added in TRL PR #866, “add SLiC
     # hinge loss to DPOTrainer … from the RSO paper equation (12)”).
     assert "per_sequence_loss = torch.relu(1 - self.beta * delta_score)" in branch("hinge")
-    assert "delta_score = chosen_scores - rejected_scores" in source(DPOTrainer._compute_loss)
+    text = source(DPOTrainer._compute_loss)
+    assert "delta_score = chosen_scores - rejected_scores" in text
+    # chosen_scores is the log-ratio only on the default f_divergence_type="reverse_kl" branch.
+    assert "chosen_logratios = chosen_logps - ref_chosen_logps" in text
+    assert 'if self.f_divergence_type == "reverse_kl": # standard DPO chosen_scores = chosen_logratios' in text
+    assert default_config(DPOConfig).f_divergence_type == "reverse_kl"
 
 
 def test_cpo_hinge_has_no_reference_model():

@@ -77,8 +77,11 @@ def test_trl_losses_are_trainer_methods_that_compute_per_token_logps():
 
 
 def test_reference_model_is_a_fresh_copy_of_the_policy_checkpoint():
-    # overview.md “玩具在哪里做了简化”: “TRL 1.16.0 的 GRPOTrainer 没有 `ref_model` 参数，DPOTrainer 在不传 `ref_model`
-    # 时，都按策略模型配置里的 `_name_or_path` 从检查点再加载一份作参考模型；用 PEFT 时不加载，关掉适配器就是参考模型”.
+    # overview.md “玩具在哪里做了简化”: “TRL 1.16.0 的 GRPOTrainer 没有 `ref_model` 参数（β = 0 时根本不建参考模型），
+    # DPOTrainer 不传 `ref_model` 时也一样：默认按策略模型配置里的 `_name_or_path` 从检查点再加载一份作参考模型”;
+    # “DPO 设了 `precompute_ref_log_probs=True`（不用 FSDP）时不加载，参考对数概率在训练开始前直接用传进来的策略算”;
+    # “训练器按 `peft_config` 新建适配器时，关掉适配器（即基座模型）就是参考模型”;
+    # “传进来的已经是带适配器的 `PeftModel` 时，TRL 把现有适配器复制成一个冻结的 `"ref"` 适配器当参考模型”.
     assert "ref_model" not in inspect.signature(GRPOTrainer.__init__).parameters
     assert "ref_model" in inspect.signature(DPOTrainer.__init__).parameters
     assert 'return getattr(config, "_name_or_path", "")' in source(get_config_model_id)
@@ -86,23 +89,36 @@ def test_reference_model_is_a_fresh_copy_of_the_policy_checkpoint():
     assert "create_model_from_path(get_config_model_id(self.model.config)" in grpo
     assert "ref_model_path = get_config_model_id(self.model.config)" in dpo
     assert "elif is_peft_model(model): # If PEFT is used, the reference model is not needed" in grpo
-    assert "if is_peft_model(self.model) or (args.precompute_ref_log_probs" in dpo
+    assert "if is_peft_model(self.model) or (args.precompute_ref_log_probs and not self.is_fsdp_enabled)" in dpo
+    assert "model = self.ref_model or self.model" in source(DPOTrainer._precompute_ref_logps)
+    # An existing PeftModel: its "default" adapter is copied into a frozen "ref" adapter (GRPO only when β ≠ 0).
+    assert "elif is_peft_model(model) and args.beta != 0.0:" in grpo
+    assert "elif is_peft_model(model) and ref_model is None:" in dpo
+    for text in (grpo, dpo):
+        assert 'model.add_adapter("ref", default_config)' in text
+        assert "ref_param.data.copy_(param.data)" in text
+    ref_adapter = 'adapter_name="ref" if "ref" in {}.peft_config else None'
+    assert ref_adapter.format("model") in source(GRPOTrainer._generate_and_score_completions)
+    assert ref_adapter.format("unwrapped_model") in source(DPOTrainer.compute_ref_log_probs)
 
 
 def test_dpo_can_precompute_reference_logps():
-    # overview.md “四个模型”: “参考模型的对数概率还可以事先算好（TRL `DPOConfig(precompute_ref_log_probs=True)`，
-    # 这时训练中不加载参考模型）”.
+    # overview.md “四个模型”: “参考模型的对数概率还可以事先算好（TRL 的 `DPOConfig(precompute_ref_log_probs=True)`，
+    # 默认关闭；打开后训练中不另放参考模型，参考对数概率在训练前用策略本身算好”.
     assert default_config(DPOConfig).precompute_ref_log_probs is False
     assert "args.precompute_ref_log_probs and not self.is_fsdp_enabled" in source(DPOTrainer.__init__)
+    assert "model = self.ref_model or self.model" in source(DPOTrainer._precompute_ref_logps)
 
 
-def test_grpo_puts_k3_in_the_loss():
+def test_grpo_puts_importance_weighted_k3_in_the_loss_and_log():
     # overview.md “玩具在哪里做了简化”: “TRL 1.16.0 的 GRPOTrainer 默认 `use_bias_correction_kl=True`，放进损失的是
     # w·k3”; “运行结果”: TRL 的默认还有 `use_bias_correction_kl=True`，“TRL 放进损失、记进日志的是乘上比率 w 的 k3”.
     assert default_config(GRPOConfig).use_bias_correction_kl is True
     loss = source(GRPOTrainer._compute_loss)
     assert "if self.args.use_bias_correction_kl: per_token_kl = per_token_kl * coef_1" in loss
     assert 'self._metrics[mode]["kl"].append(global_masked_mean(per_token_kl))' in loss
+    # The logged value is the weighted one: the multiplication comes before the metric.
+    assert loss.index("per_token_kl = per_token_kl * coef_1") < loss.index('self._metrics[mode]["kl"]')
     assert (
         "per_token_kl = ( torch.exp(ref_per_token_logps - per_token_logps) - (ref_per_token_logps - per_token_logps) - 1 )"
         in loss
