@@ -149,6 +149,19 @@ def test_verl_default_ppo_has_no_kl():
     )
     kl = core_algos.kl_penalty(torch.tensor([[-1.0]]), torch.tensor([[-1.5]]), "kl")
     assert abs(kl.item() - 0.5) < 1e-6  # log π_old − log π_ref：k1
+    # 不建参考模型是行为：ray_trainer 用 need_reference_policy 决定 use_reference_policy
+    from omegaconf import OmegaConf
+    from verl.trainer.ppo.utils import need_reference_policy
+
+    def cfg(in_reward, kl_loss):
+        return OmegaConf.create(
+            {"algorithm": {"use_kl_in_reward": in_reward}, "actor_rollout_ref": {"actor": {"use_kl_loss": kl_loss}}}
+        )
+
+    assert need_reference_policy(cfg(False, False)) is False
+    assert need_reference_policy(cfg(True, False)) and need_reference_policy(cfg(False, True))
+    ray_trainer = module_source("verl.trainer.ppo.ray_trainer")  # it imports torchdata: read the file
+    assert "self.use_reference_policy = need_reference_policy(self.config)" in ray_trainer
 
 
 def test_trl_entropy_from_logits_agrees_on_finite_logits_and_gives_nan_at_minus_inf():
@@ -159,6 +172,12 @@ def test_trl_entropy_from_logits_agrees_on_finite_logits_and_gives_nan_at_minus_
     from rlhf_toy import entropy_from_logits
 
     assert "chunk_entropy = -(torch.exp(logps) * logps).sum(-1)" in source(trl_entropy)
+    # “这是 CPU 上的分块实现；CUDA/XPU 上装了 Triton 时 TRL 改走融合核 _fused_logprob_entropy”
+    from trl.trainer.utils import _supports_trl_loss_kernel
+
+    assert "_fused_logprob_entropy(logits, index)" in source(trl_entropy)
+    assert not _supports_trl_loss_kernel(torch.zeros(2, 3))  # CPU 张量不走融合核
+    assert 'logits.device.type in ("cuda", "xpu")' in source(_supports_trl_loss_kernel)
     torch.manual_seed(0)
     logits = 3 * torch.randn(5, 7, 11)
     assert torch.allclose(trl_entropy(logits), entropy_from_logits(logits), atol=1e-6)
