@@ -58,7 +58,9 @@ def _check_loss_options(loss_type: str, beta: float, label_smoothing: float, sim
             "要考虑标签噪声，请用 'sigmoid'（cDPO）或 'robust'"
         )
     if loss_type in ("ipo", "simpo") and not beta > 0:
-        raise ValueError(f"loss_type={loss_type!r} 要除以 beta（目标间隔 1/(2β) 或 γ/β），beta 应 > 0，实际是 {beta}")
+        raise ValueError(
+            f"loss_type={loss_type!r} 要除以 beta（IPO 的目标间隔 1/(2β)，或 SimPO 的 γ/β），beta 应 > 0，实际是 {beta}"
+        )
     check_nonnegative("simpo_gamma", simpo_gamma)
 
 

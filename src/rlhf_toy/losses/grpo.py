@@ -235,7 +235,7 @@ def _check_sequence_level(advantages: Tensor, logps: Tensor, loss_type: str) -> 
         warnings.warn(
             f"importance_sampling_level='sequence' 与 loss_type={loss_type!r} 同用：{loss_type!r} 把逐 token 损失求和后"
             "再除以 token 数或常数，而序列比率给一条回答的每个 token 同一个损失，于是每条回答的损失被乘上了它的长度 "
-            "|o_i|，不再是 GSPO 的按序列平均（TRL 同样警告，见 TRL #3823、#6042）。GSPO 请用 loss_type='grpo'。",
+            "|o_i|，不再是 GSPO 的按序列平均（TRL 在构造 GRPOTrainer 时用 logger.warning 提示，见 TRL #3823、#6042）。GSPO 请用 loss_type='grpo'。",
             UserWarning,
             stacklevel=3,
         )
