@@ -450,6 +450,7 @@ def launch(phase: str, quick: bool, processes: int, seed: int = 0, init_from: st
         "--seed",
         str(seed),
         *(["--quick"] if quick else []),
+        *(["--init-from", init_from] if init_from else []),
     ]
     return subprocess.run(command, check=False).returncode
 
