@@ -6,7 +6,6 @@ import pytest
 import trl
 import verl.trainer.ppo.core_algos as core_algos
 from trl import GRPOConfig, GRPOTrainer
-from verl.workers.config.actor import ActorConfig
 
 from .pinned import config, default_config, module_exists, module_source, source
 
@@ -64,9 +63,16 @@ def test_ppo_metric_names_cannot_be_checked_in_trl_1_16_and_verl_names_them_diff
     assert '"critic/vf_explained_var":' in module_source("verl.trainer.ppo.metric_utils")
 
 
-def test_verl_dual_clip_bounds_the_loss_for_negative_advantages():
-    # comparison.md, lr_too_high: “verl 的 dual-clip（clip_ratio_c，默认 3.0）就是为此设的”.
-    assert ActorConfig.__dataclass_fields__["clip_ratio_c"].default == 3.0
-    text = source(core_algos.compute_policy_loss_vanilla)
-    assert "pg_losses3 = -advantages * clip_ratio_c" in text
-    assert "pg_losses = torch.where(advantages < 0, clip_pg_losses2, clip_pg_losses1)" in text
+def test_verl_clamps_k3_to_plus_minus_10():
+    # comparison.md, lr_too_high: “verl 的 low_var_kl（即 k3）限幅在 [-10, 10]，这一项炸不起来”.
+    text = source(core_algos.kl_penalty_forward)
+    assert 'if kl_penalty in ("low_var_kl", "k3"):' in text
+    assert "return torch.clamp(kld, min=-10, max=10)" in text
+
+
+def test_trl_multiplies_k3_by_the_ratio_under_bias_correction():
+    # comparison.md, lr_too_high: “TRL 1.16 默认 beta=0，beta>0 时默认的 use_bias_correction_kl=True 把 k3 乘上 w”.
+    assert default_config(GRPOConfig).beta == 0.0
+    assert default_config(GRPOConfig).use_bias_correction_kl is True
+    text = source(GRPOTrainer._compute_loss)
+    assert "if self.args.use_bias_correction_kl: per_token_kl = per_token_kl * coef_1" in text

@@ -69,6 +69,10 @@ def test_mapping_table_names_exist():
     ):
         assert callable(getattr(GRPOTrainer, name)), name
     assert "attention_mask = torch.cat([prompt_mask, completion_mask], dim=1)" in source(GRPOTrainer._compute_loss)
+    # the record row: TRL logs the batch reward and the mean completion length under these names.
+    text = source(GRPOTrainer)
+    assert 'self._metrics[mode]["reward"]' in text
+    assert '"completions/mean_length"' in text
 
 
 def test_training_log_probs_come_from_the_fused_head_with_masked_labels():
@@ -120,3 +124,15 @@ def test_fused_head_returns_zero_outside_the_mask():
         fused = model(input_ids=input_ids, labels=labels, fused_lm_head=True)
     assert torch.equal(fused.log_probs[0, 3:], torch.zeros(2))  # 标签 −100 的位置（右移一位后）恰为 0
     assert (fused.log_probs[1] < 0).all()
+
+
+def test_gpt2_counts_positions_from_0_and_opt_from_the_mask():
+    # tiny-lm.md: “GPT-2 这类用绝对位置嵌入、前向又不从掩码推位置编号的模型 … OPT 自己从掩码算位置，不受影响”.
+    from transformers.models.gpt2.modeling_gpt2 import GPT2Model
+    from transformers.models.opt.modeling_opt import OPTLearnedPositionalEmbedding
+
+    gpt2 = source(GPT2Model.forward)
+    assert "if position_ids is None:" in gpt2
+    assert "position_ids = torch.arange(inputs_embeds.shape[1], device=inputs_embeds.device) + past_seen_tokens" in gpt2
+    assert "position_embeds = self.wpe(position_ids)" in gpt2
+    assert "position_ids = torch.cumsum(attention_mask, dim=1)" in source(OPTLearnedPositionalEmbedding.forward)

@@ -113,7 +113,7 @@ def errors_by_shape(
 ) -> dict[str, dict[str, int]]:
     """按题型（两个操作数各几位，见 `shapes`）统计留出集上的错误，以及“组内全错”的题。
 
-    强化学习只能改进采样到、又有对有错的提示词。一道题的 $G$ 个回答全错时，组内优势全为 0，这道题给不出梯度；
+    组内相对优势的方法（GRPO、RLOO）只能改进采样到、又有对有错的提示词。一道题的 $G$ 个回答全错时，组内优势全为 0，这道题给不出梯度；
     模型在某种题型上很有把握地答错时，这种题就大多是这样。所以这里除了贪心解码答错的题数，
     还数一数按温度采样 $G$ 个回答、一个也没答对的题数——它们就是 GRPO 里优势全为 0 的组。
 
@@ -141,7 +141,7 @@ def errors_by_shape(
 
 
 def format_errors_by_shape(table: dict[str, dict[str, int]]) -> str:
-    """把 `errors_by_shape` 的结果写成一行：`题型 答错/题数 (全错 n)`。"""
+    """把 `errors_by_shape` 的结果写成一行：`题型 答错/题数 (all wrong n)`，n 是 $G$ 个采样回答全错的题数。"""
     return "  ".join(f"{k} {v['wrong']}/{v['problems']} (all wrong {v['all_wrong']})" for k, v in table.items())
 
 
@@ -334,7 +334,7 @@ def length_stats(policy: TinyTransformerPolicy, task: AdditionTask, num_generati
 
     Returns:
         `{"accuracy_sampled", "length_correct", "length_wrong", "truncated"}`：采样正确率、答对 / 答错回答的平均长度、
-        没写出 EOS（被最大长度截断）的比例。某一类为空时其长度为 NaN。
+        没写出 EOS（写满最大长度被超长截停）的比例。某一类为空时其长度为 NaN。
     """
     prompts = task.heldout_prompts()
     completions, mask = policy.sample(prompts, num_generations)
