@@ -84,11 +84,14 @@ def test_dpo_trainer_takes_real_steps():
     assert all("rewards/margins" in log for log in result["logs"])
 
 
-def test_two_processes_both_take_part_and_end_with_identical_parameters():
-    out = subprocess.run([sys.executable, "-m", "rlhf_toy", "trl", "grpo", "--quick", "--processes", "2"],
-                         capture_output=True, text=True, timeout=600)
+def test_two_processes_both_take_part_and_end_with_identical_parameters(tmp_path):
+    from rlhf_toy.integrations.trl import make_model
+
+    make_model(seed=1).save_pretrained(tmp_path)  # --init-from reaches both processes
+    out = subprocess.run([sys.executable, "-m", "rlhf_toy", "trl", "grpo", "--quick", "--processes", "2",
+                          "--init-from", str(tmp_path)], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
-    assert "2 个进程" in out.stdout
+    assert "2 个进程；热启动模型从目录载入" in out.stdout
     digests = json.loads(out.stdout.split("各进程参数摘要 ")[1].splitlines()[0].replace("'", '"'))
     assert len(digests) == 2 and digests[0] == digests[1]
 
@@ -127,6 +130,19 @@ def test_config_map_names_real_options():
                 "data.max_response_length", "actor_rollout_ref.actor.optim.lr", "algorithm.filter_groups.enable"):
         assert OmegaConf.select(tree, key, default=KeyError) is not KeyError, key
     assert OmegaConf.select(tree, "actor_rollout_ref.actor.kl_loss_type") == "low_var_kl"
+    assert OmegaConf.select(tree, "algorithm.adv_estimator") == "gae"  # GRPO needs algorithm.adv_estimator=grpo
+
+
+def test_trainers_keep_the_default_max_grad_norm():
+    # docs/trl.md, 与 TRL 的差异: the TRL trainers limit the global gradient norm to 1.0; the book's loops do not
+    from trl import DPOConfig, SFTConfig
+
+    task = AdditionTask(seed=0, balanced=True)
+    ours = grpo_config(quick=True, max_completion_length=task.max_completion_length)
+    assert trl_bridge.trl_grpo_config(ours, task, output_dir="/tmp/rlhf_toy_test_trl").max_grad_norm == 1.0
+    common = {"output_dir": "/tmp/rlhf_toy_test_trl", "use_cpu": True, "report_to": "none"}
+    assert SFTConfig(**common).max_grad_norm == 1.0
+    assert DPOConfig(**common).max_grad_norm == 1.0
 
 
 def test_vllm_options_and_defaults():
@@ -154,9 +170,13 @@ def test_grpo_refuses_a_batch_that_splits_a_group():
     # docs/trl.md, 常见错误: per_device_train_batch_size x processes must be a multiple of num_generations
     from trl import GRPOConfig
 
+    # x steps_per_generation (defaults to gradient_accumulation_steps)
     with pytest.raises(ValueError, match=r"must be divisible by num_generations"):
         GRPOConfig(output_dir="/tmp/rlhf_toy_test_trl", use_cpu=True, report_to="none",
                    per_device_train_batch_size=6, num_generations=4)
+    config = GRPOConfig(output_dir="/tmp/rlhf_toy_test_trl", use_cpu=True, report_to="none",
+                        per_device_train_batch_size=6, num_generations=4, gradient_accumulation_steps=2)
+    assert (config.steps_per_generation, config.generation_batch_size) == (2, 12)
 
 
 def test_rewards_are_gathered_and_completions_decoded_without_special_tokens():
@@ -183,11 +203,11 @@ def test_dpo_appends_eos():
 def test_cpu_flag_starts_one_process(tmp_path):
     # docs/trl.md, 两个进程: `accelerate launch --num_processes 2 --cpu` starts ONE process, silently
     script = tmp_path / "world.py"
-    script.write_text("import os; print('WORLD_SIZE', os.environ.get('WORLD_SIZE', '1'))\n", encoding="utf-8")
+    script.write_text("import os; print('WORLD_SIZE', os.environ.get('WORLD_SIZE'))\n", encoding="utf-8")
     accelerate = str(Path(sys.executable).with_name("accelerate"))
     out = subprocess.run([accelerate, "launch", "--num_processes", "2", "--cpu", str(script)],
                          capture_output=True, text=True, timeout=300, check=True).stdout
-    assert out.count("WORLD_SIZE") == 1 and "WORLD_SIZE 1" in out
+    assert out.count("WORLD_SIZE") == 1 and "WORLD_SIZE None" in out  # the launcher does not set WORLD_SIZE
 
 
 def test_launcher_options_exist():
