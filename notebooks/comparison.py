@@ -47,7 +47,7 @@ budget = Budget()
 rows = run_comparison(seeds=[0, 1], budget=budget)
 sweep = run_offline_sweep(OFFLINE, seeds=[0, 1], sizes=[80, 160, 320, 640], budget=budget)
 for s in summarize(rows, target=0.8):
-    print(f"{s['algorithm']:>9}  samples {s['samples']:5d}  success {s['success_mean']:.3f}  KL {s['kl_mean']:.2f}")
+    print(f"{s['algorithm']:>9}  回答数 {s['samples']:5d}  真实奖励 {s['success_mean']:.3f}  KL {s['kl_mean']:.2f}")
 
 # %% [markdown]
 # 真实奖励与 KL 随用掉的回答数的变化（两个种子的平均）。离线算法的每个点是一个数据集大小上的一次完整训练。
@@ -87,9 +87,9 @@ from rlhf_toy.experiments.overoptimisation import early_stop, make_setup, optimu
 optimum = optimum_curve(make_setup(0), [10, 5, 3, 2, 1.5, 1, 0.7, 0.5, 0.3, 0.2, 0.1, 0.05, 0.02])
 runs = {beta: run_overoptimisation("ppo", beta=beta, seed=0, steps=25) for beta in (0.0, 1.0)}
 no_kl = runs[0.0]
-print(f"kl_coef=0: peak true reward {peak(no_kl)['success_prob']:.3f}, final {no_kl[-1]['success_prob']:.3f}")
-print(f"early stop at KL 0.4: {early_stop(no_kl, 0.4)['success_prob']:.3f}")
-print(f"kl_coef=1: final {runs[1.0][-1]['success_prob']:.3f}")
+print(f"kl_coef=0：真实奖励峰值 {peak(no_kl)['success_prob']:.3f}，第 25 步 {no_kl[-1]['success_prob']:.3f}")
+print(f"早停（KL 超过 0.4 nat 就停）：真实奖励 {early_stop(no_kl, 0.4)['success_prob']:.3f}")
+print(f"kl_coef=1：第 25 步真实奖励 {runs[1.0][-1]['success_prob']:.3f}")
 
 # %%
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.5), sharex=True)
@@ -105,14 +105,20 @@ plt.show()
 # %% [markdown]
 # ## 坏配置
 #
-# 每种常见故障一个可复现的配置。注意 `swapped_pairs`：DPO 自己的 `rewards/margins` 照样变大，只有真实奖励揭穿它。
+# 每种常见故障一个可复现的配置。注意 `swapped_pairs`：DPO 自己的 `rewards/margins` 照样变大（下面打印出来），只有真实奖励（图）揭穿它。
 
 # %%
 from rlhf_toy.experiments.health import BROKEN, run_broken
 
+histories = {name: run_broken(name, seed=0) for name in BROKEN}
+swapped = histories["swapped_pairs"]
+print(
+    f"swapped_pairs：rewards/margins 从 {swapped[0]['rewards/margins']:.2f} 到 {swapped[-1]['rewards/margins']:.2f}，"
+    f"真实奖励从 {swapped[0]['success_prob']:.3f} 到 {swapped[-1]['success_prob']:.3f}"
+)
+
 fig, ax = plt.subplots(figsize=(6, 3.5))
-for name in BROKEN:
-    history = run_broken(name, seed=0)
+for name, history in histories.items():
     ax.plot([h["step"] for h in history], [h["success_prob"] for h in history], label=name)
 ax.set(xlabel="step", ylabel="true reward P(correct)")
 ax.legend(fontsize=8)
