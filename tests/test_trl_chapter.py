@@ -127,9 +127,10 @@ def test_config_map_names_real_options():
                 "actor_rollout_ref.actor.use_kl_loss", "actor_rollout_ref.actor.kl_loss_coef",
                 "actor_rollout_ref.actor.kl_loss_type", "actor_rollout_ref.actor.loss_agg_mode",
                 "actor_rollout_ref.actor.policy_loss.loss_mode", "actor_rollout_ref.actor.ppo_epochs",
-                "data.max_response_length", "actor_rollout_ref.actor.optim.lr", "algorithm.filter_groups.enable"):
+                "data.max_response_length", "actor_rollout_ref.actor.optim.lr", "actor_rollout_ref.actor.grad_clip", "algorithm.filter_groups.enable"):
         assert OmegaConf.select(tree, key, default=KeyError) is not KeyError, key
     assert OmegaConf.select(tree, "actor_rollout_ref.actor.kl_loss_type") == "low_var_kl"
+    assert OmegaConf.select(tree, "actor_rollout_ref.actor.grad_clip") == 1.0  # 梯度范数上限 row
     assert OmegaConf.select(tree, "algorithm.adv_estimator") == "gae"  # GRPO needs algorithm.adv_estimator=grpo
 
 
