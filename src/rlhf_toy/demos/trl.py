@@ -378,6 +378,12 @@ def run_trl_dpo(seed: int = 0, quick: bool = False, init_from: str | None = None
     spec = DPO_QUICK if quick else DPO_FULL
     task = AdditionTask(seed=seed, balanced=True)
     model, tokenizer, sft = sft_warm_start(task, quick=quick, seed=seed, init_from=init_from)
+    if not model.config._name_or_path:  # DPOTrainer reloads its reference model from this path (TRL 1.16)
+        from transformers import Qwen2ForCausalLM
+
+        path = tempfile.mkdtemp(prefix="rlhf_toy_ref_")
+        model.save_pretrained(path)
+        model = Qwen2ForCausalLM.from_pretrained(path)
     before = greedy_accuracy(model, tokenizer, task)
     pairs = preference_dataset(model, tokenizer, task, spec["n_prompts"], answer_if_none=quick)
     args = DPOConfig(
