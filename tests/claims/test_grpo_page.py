@@ -202,3 +202,11 @@ def test_trl_logs_the_fraction_of_clipped_completions():
     text = source(GRPOTrainer)
     assert "is_truncated = torch.tensor([ids[-1] not in eos_and_pad for ids in completion_ids], device=device)" in text
     assert 'self._metrics[mode]["completions/clipped_ratio"].append(agg_is_truncated.float().mean().item())' in text
+
+
+def test_grpo_dropout_is_kept_by_default():
+    # grpo.md (“比率 w 的值仍是 1（前提是两次前向相同……TRL 默认 disable_dropout=False”) and grpo-variants.md: TRL
+    # disables dropout only when asked, so with vLLM the separate old-logps forward and the training forward of a model
+    # with dropout use different masks.
+    assert default_config(GRPOConfig).disable_dropout is False
+    assert "if args.disable_dropout:" in source(GRPOTrainer.__init__)
