@@ -23,3 +23,8 @@ from rlhf_toy.demos.trl import run_trl  # noqa: E402 - 第 10 章（只在运行
 
 DEMOS["trl"] = run_trl
 __all__ += ["run_trl"]
+
+from rlhf_toy.demos.reasoning import run_reasoning  # noqa: E402 - 第 11 章
+
+DEMOS["reasoning"] = run_reasoning
+__all__ += ["run_reasoning"]
