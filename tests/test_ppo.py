@@ -452,6 +452,6 @@ def test_demos_quick(name, capsys):
     history = DEMOS[name](seed=0, quick=True)
     out = capsys.readouterr().out
     if name == "ppo":
-        assert history[-1]["success_prob"] > 0.5 and "真实成功概率" in out
+        assert history[-1]["success_prob"] > 0.5 and "真实正确概率" in out
     else:
         assert history[-1]["eval_accuracy"] > 0.5 and "留出偏好对准确率" in out

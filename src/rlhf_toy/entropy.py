@@ -17,7 +17,8 @@ def entropy_from_logits(logits: Tensor) -> Tensor:
     r"""每个位置上整个词表分布的熵 $H = -\sum_v \pi(v)\log\pi(v)$，单位 nat。
 
     在有限的 logits 上与 TRL 1.16.0 的 `entropy_from_logits`（分块计算 $-\sum_v \pi(v)\log\pi(v)$）数值相同
-    （这是 CPU 上的分块实现；logits 在 CUDA/XPU 上且装了 Triton 时，TRL 改走融合核 `_fused_logprob_entropy`，这里没有比较）；
+    （这是不走融合核时的分块实现，CPU 上总是它；logits 在 CUDA/XPU 上、装了 Triton 且 dtype 与形状满足
+    `_supports_trl_loss_kernel` 时，TRL 改走融合核 `_fused_logprob_entropy`，这里没有比较）；
     TRL v1.12 `PPOTrainer` 的日志里内联写成 $\log\sum_v e^{z_v} - \sum_v \pi(v) z_v$。
     两者遇到 $-\infty$ 的 logits 都得到 NaN；这里概率为 0 的词按 $0\log 0 = 0$ 处理，所以极端 logits 也给出有限的值与梯度。
 

@@ -44,7 +44,7 @@ def run_reinforce(seed: int = 0, quick: bool = False) -> list[dict]:
             s = policy_gradient_stats(policy, task, baseline, 4, n_batches, reward_offset=offset)
             print(f"{offset:6.1f}  {baseline:>8s}  {s['scale']:5.3f}  {s['variance'] / s['grad_norm'] ** 2:14.3f}")
     steps = 30 if quick else 100
-    print(f"训练 {steps} 步后真实成功概率（初始 {task.success_prob(policy):.3f}）：")
+    print(f"训练 {steps} 步后真实正确概率（初始 {task.success_prob(policy):.3f}）：")
     print("offset  baseline  success_prob")
     results = []
     for offset in (0.0, 1.0, 5.0):
@@ -60,7 +60,7 @@ def run_reinforce(seed: int = 0, quick: bool = False) -> list[dict]:
 
 @single_thread()
 def run_rloo(seed: int = 0, quick: bool = False) -> list[dict]:
-    """RLOO（k=4，β=0.05，KL 惩罚在奖励里）：打印奖励、KL 与真实成功概率。
+    """RLOO（k=4，β=0.05，KL 惩罚在奖励里）：打印奖励、KL 与真实正确概率。
 
     Args:
         seed: 全局随机种子。
@@ -134,7 +134,7 @@ def run_reward_model(seed: int = 0, quick: bool = False) -> list[dict]:
 
 @single_thread()
 def run_ppo(seed: int = 0, quick: bool = False) -> list[dict]:
-    """对第 3 章学到的奖励模型做 PPO：代理奖励、真实成功概率与到参考模型的精确 KL。
+    """对第 3 章学到的奖励模型做 PPO：代理奖励、真实正确概率与到参考模型的精确 KL。
 
     Args:
         seed: 全局随机种子。
@@ -165,7 +165,7 @@ def run_ppo(seed: int = 0, quick: bool = False) -> list[dict]:
         )
     end = history[-1]
     print(
-        f"真实成功概率 {start:.3f} → {end['success_prob']:.3f}（+{end['success_prob'] - start:.3f}），"
+        f"真实正确概率 {start:.3f} → {end['success_prob']:.3f}（+{end['success_prob'] - start:.3f}），"
         f"代价 KL(π‖π_ref) = {end['kl_to_ref']:.3f} nat"
     )
     return history
