@@ -36,17 +36,25 @@ if importlib.util.find_spec("trl") is None:  # 本章还需要 TRL（本书按 1
 # %%
 import json
 import tempfile
+import warnings
 from pathlib import Path
 
-import matplotlib.pyplot as plt
-import torch
+# 没装 ipywidgets 的 Jupyter 里，tqdm 在导入时警告“IProgress not found”；进度条下面整个关掉，这条警告也不必看。
+warnings.filterwarnings("ignore", message="IProgress not found")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import torch  # noqa: E402
+import transformers  # noqa: E402
 
 import rlhf_toy  # noqa: E402, F401
-from rlhf_toy.demos.trl import run_trl_grpo, sft_warm_start
-from rlhf_toy.integrations.trl import greedy_accuracy
-from rlhf_toy.tasks.addition import AdditionTask
+from rlhf_toy.demos.trl import run_trl_grpo, sft_warm_start  # noqa: E402
+from rlhf_toy.integrations.trl import greedy_accuracy  # noqa: E402
+from rlhf_toy.tasks.addition import AdditionTask  # noqa: E402
 
 torch.set_num_threads(1)
+# 存取模型时 transformers 的进度条（“Writing model shards”“Loading weights”）夹在结果中间，关掉；
+# 这一句同时关掉 huggingface_hub 的进度条。
+transformers.utils.logging.disable_progress_bar()
 
 # %% [markdown]
 # 本 notebook 的预算都在下面这一格。完整版：SFT 热启动（到训练题正确率 0.5 为止）之后 GRPO 30 步，几分钟；
@@ -59,7 +67,8 @@ GRPO_STEPS = None if QUICK else 30  # None：快速版的 3 步
 # %% [markdown]
 # ## 一个进程：SFTTrainer 热启动，然后 GRPOTrainer
 #
-# 热启动与第 9 章同一规则；GRPO 用第 9 章的配置（每步 32 个提示词 × G = 8，`loss_type="dapo"`，`beta=0`）。
+# 热启动与第 9 章同一规则（只差在 TRL 默认的梯度范数上限 1.0）；
+# GRPO 用第 9 章的配置（每步 32 个提示词 × G = 8，`loss_type="dapo"`，`beta=0`）。
 # 热启动的模型存到一个临时目录，下面两个进程的运行从它开始。
 
 # %%
@@ -75,7 +84,8 @@ one = run_trl_grpo(quick=QUICK, init_from=warm, steps=GRPO_STEPS)
 # ## 两个进程
 #
 # 同一个命令加上 `--processes 2`，`rlhf_toy` 用 `accelerate launch --multi_gpu --num_processes 2` 重新启动自己
-# （`use_cpu=True`，gloo 后端）。每个进程生成、打分一半的回答，梯度求平均；最后一行是两个进程各自的参数摘要，相同说明它们始终是同一个模型。
+# （`use_cpu=True`，gloo 后端）。每个进程生成、打分一半的回答，梯度求平均；最后一行是两个进程各自的参数摘要：
+# 训练结束时相同，与 DDP 每步同步梯度一致（只在结束时核对，中间各步没有逐步核对）。
 # 这里只跑快速版的 3 步：两个进程各自还要导入一遍 TRL，光启动就要十几秒。
 
 # %%
@@ -91,7 +101,7 @@ print(out.stdout)
 
 # %%
 PART_NAMES = {"生成": "generate", "打分": "reward", "其余准备": "other prep", "前向与损失": "forward + loss",
-              "反向传播": "backward", "其余": "optimizer, logging, sync"}
+              "反向传播": "backward", "其余": "optimizer, clipping, logging"}
 cache_path = Path("docs/data/trl.json")
 if cache_path.exists():
     cache = json.loads(cache_path.read_text(encoding="utf-8"))
