@@ -330,7 +330,7 @@ def test_per_token_gradient_weights_on_sampled_sequences(loss_type):
 
 @pytest.fixture(scope="module")
 def warm():
-    """快速版热启动（SFT 200 步 × 64 题，种子 0），整个模块只做一次。"""
+    """热启动（与完整版相同：每步 128 题，训练题上答对一半就停；种子 0），整个模块只做一次。"""
     from rlhf_toy.demos.tiny_lm import single_thread, warm_start
 
     with single_thread():
