@@ -1,7 +1,8 @@
 # rlhf-toy: two commands for everyone.
 #   make serve   create .venv if needed, install, serve the site at http://127.0.0.1:8000/
 #   make test    the same set-up, then every check (one pytest run; see README)
-# Other targets: make notebooks (rebuild docs/notebooks from notebooks/*.py), make build, make bench, make clean.
+# Other targets: make notebooks (rebuild docs/notebooks from notebooks/*.py), make figures (redraw docs/figures and
+# chapter 8's two figures: scripts/figures.py), make build, make bench, make clean.
 # make bench runs the seed benchmark; the others: .venv/bin/python benchmarks/{demos,compare,tiny_lm,site_weight}.py
 
 PYTHON ?= python3
@@ -18,7 +19,7 @@ export PYTHONHASHSEED := 0
 include src/rlhf_toy/numerics.env
 export $(shell sed -nE 's/^([A-Z_0-9]+)=.*/\1/p' src/rlhf_toy/numerics.env)
 
-.PHONY: serve test build notebooks bench clean
+.PHONY: serve test build notebooks figures bench clean
 
 $(STAMP): pyproject.toml requirements-lock.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -42,6 +43,9 @@ build: $(STAMP)
 
 notebooks: $(STAMP)
 	$(PY) scripts/build_notebooks.py
+
+figures: $(STAMP)
+	$(PY) scripts/figures.py
 
 bench: $(STAMP)
 	$(PY) benchmarks/seed.py

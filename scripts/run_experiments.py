@@ -186,23 +186,15 @@ def run(spec: dict) -> dict:
     }
 
 
-def plot(data: dict) -> None:
-    """两张嵌在页面上的图（中文标签，Noto Sans CJK SC）。"""
-    import matplotlib
+def plot(data: dict, targets: dict | None = None) -> None:
+    """两张嵌在页面上的图（中文标签），版式同 scripts/figures.py：窄而高、面板上下叠放、背景透明。
 
-    matplotlib.use("Agg")  # 脚本不在 notebook 里，可以选后端
-    import matplotlib.pyplot as plt
+    `targets` 覆盖输出路径（`tests/test_figures.py` 画到临时目录比较）。
+    """
+    from figures import WIDTH, save, setup
 
-    plt.rcParams.update(
-        {
-            "font.family": ["Noto Sans CJK SC", "DejaVu Sans"],
-            "axes.unicode_minus": False,
-            "font.size": 9,
-            "svg.hashsalt": "rlhf-toy",
-            # 文字写成 SVG 的 <text>（浏览器用系统的中文字体排），不把每个字形转成路径：图小一半，文字可选中、可搜索
-            "svg.fonttype": "none",
-        }
-    )
+    plt = setup()
+    targets = targets or FIGURES
     names = {
         "reinforce": "REINFORCE",
         "rloo": "RLOO",
@@ -213,22 +205,18 @@ def plot(data: dict) -> None:
         "dpo": "DPO（离线）",
         "ipo": "IPO（离线）",
     }
-    fig, axes = plt.subplots(1, 2, figsize=(8.4, 3.2), dpi=80)
+    fig, axes = plt.subplots(2, 1, figsize=(WIDTH, 5.6), layout="constrained", sharex=True)
     for name, c in {**data["curves"], **data["offline_curves"]}.items():
         style = {"marker": "o", "ms": 3, "ls": "--"} if name in OFFLINE else {}
         for ax, key in zip(axes, ("success_prob", "kl_to_ref"), strict=True):
             (line,) = ax.plot(c["samples"], c[key], label=names[name], lw=1.3, **style)
             ax.fill_between(c["samples"], c[key + "_min"], c[key + "_max"], color=line.get_color(), alpha=0.12, lw=0)
-    axes[0].set(xlabel="用掉的回答数（样本）", ylabel="真实奖励（正确概率）", ylim=(0, 1.02))
+    axes[0].set(ylabel="真实奖励（正确概率）", ylim=(0, 1.02))
     axes[1].set(xlabel="用掉的回答数（样本）", ylabel="KL(π‖π_ref)（nat）")
-    axes[0].legend(fontsize=7, ncol=2)
-    for ax in axes:
-        ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(FIGURES["comparison"], metadata=SVG_METADATA)
-    plt.close(fig)
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncol=4, columnspacing=0.9)
+    save(fig, targets["comparison"])
 
-    fig, axes = plt.subplots(1, 2, figsize=(8.4, 3.2), dpi=80, sharex=True)
+    fig, axes = plt.subplots(2, 1, figsize=(WIDTH, 5.2), layout="constrained", sharex=True)
     opt = data["optimum"]
     for ax, key, label in zip(
         axes, ("proxy_reward", "success_prob"), ("代理奖励（奖励模型打分）", "真实奖励（正确概率）"), strict=True
@@ -239,21 +227,19 @@ def plot(data: dict) -> None:
             if algorithm != "ppo":
                 continue
             ax.plot(c["kl_to_ref"], c[key], lw=1.3, marker=".", ms=3, label=f"PPO β={float(beta):g}")
-        ax.set(xlabel="KL(π‖π_ref)（nat）", ylabel=label)
-        ax.grid(alpha=0.3)
+        ax.set(ylabel=label)
+    axes[1].set(xlabel="KL(π‖π_ref)（nat）")
     axes[1].axvline(FULL["overopt"]["kl_budget"], color="grey", lw=0.8, ls=":")
     axes[1].text(
         FULL["overopt"]["kl_budget"] + 0.03,
         0.03,
         "KL 预算（早停）",
-        fontsize=7,
+        fontsize=9,
         color="grey",
         transform=axes[1].get_xaxis_transform(),
     )
-    axes[0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(FIGURES["overopt"], metadata=SVG_METADATA)
-    plt.close(fig)
+    axes[0].legend(loc="lower right")
+    save(fig, targets["overopt"])
 
 
 def main(argv: list[str] | None = None) -> int:
