@@ -81,14 +81,19 @@ OPTIMUM_BETAS = [10.0, 5.0, 3.0, 2.0, 1.5, 1.0, 0.7, 0.5, 0.3, 0.2, 0.1, 0.05, 0
 
 
 def code_hash() -> str:
-    """实验依赖的源文件的 SHA-256（按路径排序后拼接）。"""
+    """实验依赖的源文件去掉文档字符串与注释之后的 SHA-256（按路径排序后拼接路径与文本）。
+
+    只改文档字符串、注释或排版不改变它（`rlhf_toy._code_hash.code_text`，Python 3.10–3.13 给出相同的文本）。
+    """
+    from rlhf_toy._code_hash import code_text
+
     digest = hashlib.sha256()
     base = ROOT / "src" / "rlhf_toy"
     for item in HASHED:
         path = base / item
         for f in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
             digest.update(str(f.relative_to(base)).encode())
-            digest.update(f.read_bytes())
+            digest.update(code_text(f).encode("utf-8"))
     return digest.hexdigest()
 
 

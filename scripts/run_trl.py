@@ -31,10 +31,15 @@ SOURCES = [
 
 
 def code_hash() -> str:
-    """`SOURCES` 的 SHA-256（前 16 位）：缓存来自哪份代码。"""
+    """`SOURCES` 去掉文档字符串与注释之后的 SHA-256（前 16 位）：缓存来自哪份代码。
+
+    只改文档字符串、注释或排版不改变它（`rlhf_toy._code_hash.code_text`，Python 3.10–3.13 给出相同的文本）。
+    """
+    from rlhf_toy._code_hash import code_text
+
     h = hashlib.sha256()
     for path in SOURCES:
-        h.update((ROOT / path).read_bytes())
+        h.update(code_text(ROOT / path).encode("utf-8"))
     return h.hexdigest()[:16]
 
 
