@@ -1,6 +1,6 @@
 """第 10 章的完整运行：TRL 的 SFT 热启动一次，之后一个进程与两个进程的 GRPO、DPO，以及本书循环的每步耗时；写缓存。
 
-    .venv/bin/python scripts/run_trl.py      # 几分钟；写 docs/data/trl.json
+    .venv/bin/python scripts/run_trl.py      # 约一刻钟（两核机器）；写 docs/data/trl.json
 
 页面与 notebook 只读缓存；`tests/test_trl_chapter.py` 检查缓存的配置与代码摘要和当前代码一致，并在 CI 里
 用快速版真的跑 TRL（一个进程和两个进程）。改了下面 `SOURCES` 里的代码之后重跑本脚本，提交 JSON。

@@ -138,7 +138,7 @@ def sft_warm_start(
 
 
 def parameter_digest(model: torch.nn.Module) -> str:
-    """全部参数的 SHA-256 前 16 位：两个进程训练后各算一次，相同说明 DDP 让它们始终保持同一个模型。"""
+    """全部参数的 SHA-256 前 16 位：两个进程训练后各算一次；训练结束时相同，与 DDP 每步同步梯度一致（只在结束时核对）。"""
     blob = b"".join(p.detach().cpu().numpy().tobytes() for p in model.parameters())
     return hashlib.sha256(blob).hexdigest()[:16]
 
@@ -264,7 +264,10 @@ def time_grpo_parts(trainer) -> dict[str, float]:
 def step_breakdown(seconds: dict[str, float], total: float, steps: int) -> dict[str, float]:
     """一步的时间花在哪（每步平均秒数）。
 
-    一步 = `training_step`（取一批：生成、打分、算优势；再前向算损失、反向传播）+ 优化器一步、日志与回调。
+    一步 = `training_step`（取一批：生成、打分、算优势；再前向算损失、反向传播）+ 梯度范数上限的缩放、优化器一步、
+    日志与回调。多进程时，进程间的同步几乎都落在前面几部分里：DDP 对梯度的 all-reduce 发生在 `loss.backward()` 里，
+    计入`反向传播`；奖励的 `gather` 在 `_calculate_rewards` 里，计入`打分`；回答长度的 `gather` 计入`生成`，
+    `num_items_in_batch` 的 `gather` 计入`其余准备`，指标的 `gather` 计入`前向与损失`。
 
     Args:
         seconds: `time_grpo_parts` 累加的秒数。
@@ -272,7 +275,8 @@ def step_breakdown(seconds: dict[str, float], total: float, steps: int) -> dict[
         steps: 步数。
 
     Returns:
-        `生成`、`打分`、`其余准备`（分词、拼接、优势）、`前向与损失`、`反向传播`、`其余`（优化器、日志、进程间同步）。
+        `生成`、`打分`、`其余准备`（分词、拼接、优势）、`前向与损失`、`反向传播`、`其余`（梯度范数上限的缩放、
+        优化器一步、日志；日志里还有一次损失的 `gather`）。
     """
     scoring = seconds["_generate_and_score_completions"]
     parts = {

@@ -3,8 +3,8 @@ r"""把第 9 章的加法任务交给 TRL（第 10 章）：分词器、极小�
 本书的任务、题目划分和可验证奖励原样复用（`AdditionTask`），这里只做格式转换：
 
 * 分词器：同一套 16 个字符级 token、同样的编号（`tokenizers` 的 `WordLevel`，一个字符一个 token）；
-* 模型：transformers 的 `Qwen2ForCausalLM`，按配置随机初始化，大小与第 9 章的 `TinyTransformerPolicy` 相当
-  （两层、隐藏维度 48；结构不同：RMSNorm、SwiGLU、RoPE）；不从模型中心下载任何东西；
+* 模型：transformers 的 `Qwen2ForCausalLM`，按配置随机初始化，参数量与第 9 章的 `TinyTransformerPolicy` 相近但不相等
+  （两个数打印在第 10 章“搭桥”一节；两层、隐藏维度 48；结构不同：RMSNorm、SwiGLU、RoPE）；不从模型中心下载任何东西；
 * 数据：内存里的 `datasets.Dataset`，提示词是 `"<bos>23+58="` 这样的字符串，另带 `a`、`b` 两列；
 * 奖励：`reward_function(task)` 把 TRL 交来的 `completion_ids` 还原成张量，调用第 9 章的 `AdditionTask.reward`，
   同一段代码，不是复制。
@@ -216,14 +216,17 @@ def greedy_accuracy(
 
 # --8<-- [start:grpo_config]
 def trl_grpo_config(config: GRPOConfig, task: AdditionTask, output_dir: str, **overrides: Any):
-    """本书的 `GRPOConfig` → `trl.GRPOConfig`：同名字段一一对应，其余设成与第 9 章的循环相同。
+    """本书的 `GRPOConfig` → `trl.GRPOConfig`：同名字段一一对应，其余（温度、学习率调度、权重衰减）设成与第 9 章的循环相同；
+    `max_grad_norm` 保留 transformers 的默认 1.0（第 9 章的循环不限制梯度范数）。
 
     对应关系：`num_generations`、`epsilon`、`epsilon_high`、`beta`、`learning_rate`、`num_iterations`、
     `scale_rewards`、`loss_type`、`importance_sampling_level` 同名同义；`steps` → `max_steps`；
     `max_completion_length` 为 `None` 时取 `task.max_completion_length`。另外固定：
     `per_device_train_batch_size = task.batch_size × num_generations`（每步 `task.batch_size` 个提示词，单进程），
     `use_bias_correction_kl=False`（本书的 `grpo_loss` 把未修正的 $k_3$ 放进损失；TRL 1.16 的默认是 `True`），
-    `temperature=1.0`、常数学习率、不做权重衰减、在 CPU 上运行、不写检查点、不向任何服务报告。
+    `temperature=1.0`、常数学习率（`lr_scheduler_type="constant"`；transformers 的默认 `"linear"` 会在 `max_steps`
+    步内把学习率线性降到 0）、不做权重衰减、在 CPU 上运行、不写检查点、不向任何服务报告。没有改的：`max_grad_norm`
+    （transformers 默认 1.0，更新前把梯度的全局范数限制在 1.0 以内），第 9 章的循环没有这一步。
 
     Args:
         config: 本书的配置（`dynamic_sampling` 在 TRL 里没有对应选项，必须为 `False`）。
