@@ -108,13 +108,13 @@ plt.show()
 # 每种常见故障一个可复现的配置。注意 `swapped_pairs`：DPO 自己的 `rewards/margins` 照样变大（下面打印出来），只有真实奖励（图）揭穿它。
 
 # %%
-from rlhf_toy.experiments.health import BROKEN, run_broken
+from rlhf_toy.experiments.health import BROKEN, initial_success, run_broken
 
 histories = {name: run_broken(name, seed=0) for name in BROKEN}
 swapped = histories["swapped_pairs"]
 print(
     f"swapped_pairs：rewards/margins 从 {swapped[0]['rewards/margins']:.2f} 到 {swapped[-1]['rewards/margins']:.2f}，"
-    f"真实奖励从 {swapped[0]['success_prob']:.3f} 到 {swapped[-1]['success_prob']:.3f}"
+    f"真实奖励从起点 {initial_success(0):.3f} 到 {swapped[-1]['success_prob']:.3f}"
 )
 
 fig, ax = plt.subplots(figsize=(6, 3.5))

@@ -76,3 +76,11 @@ def test_trl_multiplies_k3_by_the_ratio_under_bias_correction():
     assert default_config(GRPOConfig).use_bias_correction_kl is True
     text = source(GRPOTrainer._compute_loss)
     assert "if self.args.use_bias_correction_kl: per_token_kl = per_token_kl * coef_1" in text
+
+
+def test_rloo_logs_frac_reward_zero_std_and_entropy():
+    # comparison.md health table, row REINFORCE / RLOO: “`reward`、`kl`、`frac_reward_zero_std`、`entropy`” are what TRL's
+    # RLOOTrainer logs.
+    text = source(trl.RLOOTrainer)
+    assert 'self._metrics[mode]["frac_reward_zero_std"].append(' in text
+    assert 'self._metrics[mode]["entropy"].append(' in text
