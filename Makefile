@@ -1,7 +1,8 @@
 # rlhf-toy: two commands for everyone.
 #   make serve   create .venv if needed, install, serve the site at http://127.0.0.1:8000/
 #   make test    the same set-up, then every check (one pytest run; see README)
-# Other targets: make notebooks (rebuild docs/notebooks from notebooks/*.py), make figures (redraw docs/figures and
+# Other targets: make pdf (the book as site/rlhf-toy.pdf),
+# make notebooks (rebuild docs/notebooks from notebooks/*.py), make figures (redraw docs/figures and
 # chapter 8's two figures: scripts/figures.py), make build, make bench, make clean.
 # make bench runs the seed benchmark; the others: .venv/bin/python benchmarks/{demos,compare,tiny_lm,site_weight}.py
 
@@ -19,11 +20,11 @@ export PYTHONHASHSEED := 0
 include src/rlhf_toy/numerics.env
 export $(shell sed -nE 's/^([A-Z_0-9]+)=.*/\1/p' src/rlhf_toy/numerics.env)
 
-.PHONY: serve test build notebooks figures bench clean
+.PHONY: serve test build pdf notebooks figures bench clean
 
 $(STAMP): pyproject.toml requirements-lock.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-lock.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -r requirements-lock.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	touch $(STAMP)
 
@@ -40,6 +41,12 @@ test: $(STAMP) $(LIBS)
 
 build: $(STAMP)
 	$(PY) -m mkdocs build --strict
+
+# The whole book as one PDF, site/rlhf-toy.pdf (the footer of every page links it): the strict site build, then
+# its print page printed by headless Chromium (needs /usr/bin/chromium and fonts-noto-cjk, as the browser tests).
+pdf: $(STAMP)
+	$(PY) -m mkdocs build --strict
+	$(PY) scripts/build_pdf.py site
 
 notebooks: $(STAMP)
 	$(PY) scripts/build_notebooks.py

@@ -1,5 +1,5 @@
 """The test environment is the one requirements-libs.txt describes: the pinned versions are installed, torch is the
-lock's, and `pip check` reports exactly the lines documented in requirements-libs.txt."""
+lock's, and `pip check` reports exactly the lines documented in requirements-lock.txt and requirements-libs.txt."""
 
 from __future__ import annotations
 
@@ -21,14 +21,18 @@ def test_torch_is_the_locked_cpu_build():
 
 
 def test_pip_check_reports_only_the_documented_lines():
-    lines = (ROOT / "requirements-libs.txt").read_text(encoding="utf-8").splitlines()
+    lines = [
+        line
+        for name in ("requirements-lock.txt", "requirements-libs.txt")
+        for line in (ROOT / name).read_text(encoding="utf-8").splitlines()
+    ]
     documented = sorted(line.removeprefix("# pip-check: ") for line in lines if line.startswith("# pip-check: "))
     result = subprocess.run(
         [sys.executable, "-m", "pip", "check", "--disable-pip-version-check"], capture_output=True, text=True
     )
     reported = sorted(line for line in result.stdout.splitlines() if line.strip())
     assert reported == documented, (
-        "pip check differs from the '# pip-check:' lines of requirements-libs.txt\n"
+        "pip check differs from the '# pip-check:' lines of requirements-lock.txt and requirements-libs.txt\n"
         f"reported but not documented: {sorted(set(reported) - set(documented))}\n"
         f"documented but not reported: {sorted(set(documented) - set(reported))}"
     )

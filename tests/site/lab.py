@@ -108,8 +108,10 @@ def write_lab(root: Path) -> Path:
         (docs / "notebooks" / f"{name}.ipynb").write_text(nb, encoding="utf-8")
     for sub in ("javascripts", "stylesheets", "assets"):
         shutil.copytree(ROOT / "docs" / sub, docs / sub)
-    for name in ("terms.yml", "jieba_userdict.txt"):
+    for name in ("terms.yml", "jieba_userdict.txt", "references.bib"):
         shutil.copy(ROOT / "docs" / name, docs / name)
+    (root / "overrides").mkdir()
+    shutil.copy(ROOT / "overrides" / "print_cover.tpl", root / "overrides" / "print_cover.tpl")  # print-site's cover
     hook_lines = "".join(f"  - {ROOT / 'hooks' / (h + '.py')}\n" for h in HOOKS)
     text = (
         f"INHERIT: {ROOT / 'mkdocs.yml'}\n"

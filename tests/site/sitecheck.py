@@ -36,6 +36,12 @@ CHROMIUM_ARGS = [
     "--disable-quic",
 ]
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
+# Files the footer links to that are written into the site after `mkdocs build`: the book's PDF (`make pdf`,
+# scripts/build_pdf.py; its name is extra.pdf in mkdocs.yml, tests/site/test_pdf.py checks they agree).
+BUILT_LATER = {"rlhf-toy.pdf"}
+# The print page (mkdocs-print-site-plugin) is the PDF's source, not a page readers navigate to: it is left
+# out of the per-page checks (tests/site/test_pdf.py checks it and the PDF).
+PRINT_PAGE = "print_page/"
 
 
 # --- building and serving ---------------------------------------------------------------------------
@@ -84,11 +90,13 @@ def have_chromium() -> bool:
 
 
 def page_paths(site_dir: Path) -> list[str]:
-    """URL paths of every HTML page of the site ('' for the home page), 404.html included."""
+    """URL paths of every HTML page of the site ('' for the home page), 404.html included, the print page not."""
     out = []
     for html in sorted(site_dir.rglob("*.html")):
         rel = html.relative_to(site_dir).as_posix()
-        out.append(rel[: -len("index.html")] if rel.endswith("index.html") else rel)
+        path = rel[: -len("index.html")] if rel.endswith("index.html") else rel
+        if path != PRINT_PAGE:
+            out.append(path)
     return out
 
 
@@ -196,6 +204,12 @@ def static_problems(site_dir: Path, prefix: str = "/") -> list[str]:
     problems = []
     for src, page in sorted(pages.items()):
         rel = src.relative_to(site_dir).as_posix()
+        if rel == PRINT_PAGE + "index.html":
+            # mkdocs-print-site-plugin rewrites links into anchors of its one page; links to the pages it leaves
+            # out (notebooks, API) and to the glossary's term anchors do not resolve there (in the PDF they do not
+            # jump). Its loads are still checked: the PDF must not need another host either.
+            problems += [f"{rel}: loads an off-site resource: {u}" for u in page.loads if _is_external(u)]
+            continue
         for url in page.loads:
             if _SCRIPT_URL.fullmatch(url) or _is_external(url):
                 problems.append(f"{rel}: loads an off-site resource: {url}")
@@ -215,7 +229,7 @@ def static_problems(site_dir: Path, prefix: str = "/") -> list[str]:
                 target = (src.parent / path).resolve()
             if target.is_dir():
                 target = target / "index.html"
-            if not target.exists():
+            if not target.exists() and not (target.parent == site_dir and target.name in BUILT_LATER):
                 problems.append(f"{rel}: broken link: {url}")
             elif frag and target.suffix == ".html":
                 frag = unquote(frag)
