@@ -132,3 +132,21 @@ plt.show()
 # %% [markdown]
 # 可以试着改的地方：把 `DPOConfig(beta=0.1, ...)` 换成 `beta=10.0`，看 `p_unseen` 还剩多少；
 # 或者把参考模型换成另一张随机表（`TablePolicy.random(20, 8, scale=2.0)`），看 `rewards/chosen` 的上限怎么变。
+
+# %% [markdown]
+# ## 动手写：DPO 损失与它的指标
+#
+# 把下面的 `raise NotImplementedError` 换成你的实现，再运行下一格。`check_dpo_loss` 把几组输入（随机的与边界的）同时交给你的函数和本书的实现，
+# 比较值（和梯度），第一处不一致时说出是哪个输入、期望什么、得到了什么，以及这种症状通常来自什么错误；全部通过时说明检查了哪些情形。
+# 还没动手时它只提醒你函数还没有实现。想先看看报告长什么样，可以把正文练习里的那个错误写法交给它。
+
+# %%
+from rlhf_toy.exercises import check_dpo_loss
+
+
+def my_dpo_loss(chosen_logps, rejected_logps, ref_chosen_logps, ref_rejected_logps, beta=0.1):
+    raise NotImplementedError  # 换成你的实现：返回 (loss, metrics)
+
+
+# %%
+result = check_dpo_loss(my_dpo_loss)

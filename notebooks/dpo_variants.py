@@ -185,3 +185,22 @@ plt.show()
 # 可以试着改的地方：把 IPO 的 `beta` 换成 0.5 或 1.0，看目标间隔和 KL 怎么变；
 # 把噪声实验里鲁棒 DPO 的 `label_smoothing` 设得比真实噪声率（0.2）大或小，看学到的偏好偏向哪边
 # （这里的真实偏好是确定性的，所以 ε 估大了正确回答的概率反而更高，见第 5 章（续）的对照实验）。
+
+# %% [markdown]
+# ## 动手写：按长度归一化的 IPO
+#
+# 把下面的 `raise NotImplementedError` 换成你的实现，再运行下一格。`check_ipo_loss` 把几组输入（随机的与边界的）同时交给你的函数和本书的实现，
+# 比较值（和梯度），第一处不一致时说出是哪个输入、期望什么、得到了什么，以及这种症状通常来自什么错误；全部通过时说明检查了哪些情形。
+# 还没动手时它只提醒你函数还没有实现。想先看看报告长什么样，可以把正文练习里的那个错误写法交给它。
+
+# %%
+from rlhf_toy.exercises import check_ipo_loss
+
+
+def my_ipo_loss(chosen_logps, rejected_logps, ref_chosen_logps, ref_rejected_logps, beta=0.1,
+                chosen_lengths=None, rejected_lengths=None):
+    raise NotImplementedError  # 换成你的实现：返回标量损失
+
+
+# %%
+result = check_ipo_loss(my_ipo_loss)

@@ -168,3 +168,21 @@ ax.grid(alpha=0.3)
 ax.legend()
 fig.tight_layout()
 plt.show()
+
+# %% [markdown]
+# ## 动手写：组内相对优势
+#
+# 把下面的 `raise NotImplementedError` 换成你的实现，再运行下一格。`check_group_advantages` 把几组输入（随机的与边界的）同时交给你的函数和本书的实现，
+# 比较值（和梯度），第一处不一致时说出是哪个输入、期望什么、得到了什么，以及这种症状通常来自什么错误；全部通过时说明检查了哪些情形。
+# 还没动手时它只提醒你函数还没有实现。想先看看报告长什么样，可以把正文练习里的那个错误写法交给它。
+
+# %%
+from rlhf_toy.exercises import check_group_advantages
+
+
+def my_group_advantages(rewards, num_generations, scale_rewards="group", eps=1e-4):
+    raise NotImplementedError  # 换成你的实现：返回形状 (B,)
+
+
+# %%
+result = check_group_advantages(my_group_advantages)

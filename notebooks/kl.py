@@ -209,3 +209,21 @@ plt.show()
 # %% [markdown]
 # k1 进损失：全部为 0。k2 进损失、修正 k3 进损失、k1 进奖励：落在对角线上（反向 KL）。
 # k3 进损失：与灰点（正向 KL 的梯度）重合。k3 进奖励：两者都不是。
+
+# %% [markdown]
+# ## 动手写：三个估计量与限幅
+#
+# 把下面的 `raise NotImplementedError` 换成你的实现，再运行下一格。`check_kl_estimate` 把几组输入（随机的与边界的）同时交给你的函数和本书的实现，
+# 比较值（和梯度），第一处不一致时说出是哪个输入、期望什么、得到了什么，以及这种症状通常来自什么错误；全部通过时说明检查了哪些情形。
+# 还没动手时它只提醒你函数还没有实现。想先看看报告长什么样，可以把正文练习里的那个错误写法交给它。
+
+# %%
+from rlhf_toy.exercises import check_kl_estimate
+
+
+def my_kl_estimate(logps, ref_logps, estimator="k3", *, log_ratio_clamp=None, value_clamp=None):
+    raise NotImplementedError  # 换成你的实现：返回形状同 logps
+
+
+# %%
+result = check_kl_estimate(my_kl_estimate)

@@ -119,3 +119,21 @@ plt.show()
 # 它每步的 `reward` 来自更新**前**采样的那一批，而 `success_prob` 是更新**后**的精确值，所以训练初期橙色的点总落在蓝线下方。
 # DPO 不采样、不打分，只在偏好对上把被选回答往上推、把被拒回答往下压。
 # 第 1 章正文解释了这些数字从哪里来，第 5、6 章分别拆开 DPO 与 GRPO 的损失。
+
+# %% [markdown]
+# ## 动手写：整条回答的对数概率
+#
+# 把下面的 `raise NotImplementedError` 换成你的实现，再运行下一格。`check_sequence_logps` 把几组输入（随机的与边界的）同时交给你的函数和本书的实现，
+# 比较值（和梯度），第一处不一致时说出是哪个输入、期望什么、得到了什么，以及这种症状通常来自什么错误；全部通过时说明检查了哪些情形。
+# 还没动手时它只提醒你函数还没有实现。想先看看报告长什么样，可以把正文练习里的那个错误写法交给它。
+
+# %%
+from rlhf_toy.exercises import check_sequence_logps
+
+
+def my_sequence_logps(logps, mask):
+    raise NotImplementedError  # 换成你的实现：返回形状 (B,)
+
+
+# %%
+result = check_sequence_logps(my_sequence_logps)

@@ -171,3 +171,26 @@ ax.set_ylabel("true success_prob")
 ax.set_title("PPO against a learned reward model")
 ax.legend(fontsize=8)
 plt.show()
+
+# %% [markdown]
+# ## 动手写：截断策略损失与带掩码的 GAE
+#
+# 把下面的 `raise NotImplementedError` 换成你的实现，再运行下一格。`check_ppo_policy_loss`、`check_gae_advantages` 把几组输入（随机的与边界的）同时交给你的函数和本书的实现，
+# 比较值（和梯度），第一处不一致时说出是哪个输入、期望什么、得到了什么，以及这种症状通常来自什么错误；全部通过时说明检查了哪些情形。
+# 还没动手时它只提醒你函数还没有实现。想先看看报告长什么样，可以把正文练习里的那个错误写法交给它。
+
+# %%
+from rlhf_toy.exercises import check_ppo_policy_loss, check_gae_advantages
+
+
+def my_ppo_policy_loss(logps, old_logps, advantages, mask, epsilon=0.2):
+    raise NotImplementedError  # 换成你的实现：返回标量损失
+
+
+def my_gae_advantages(rewards, values, mask, gamma=1.0, lam=0.95):
+    raise NotImplementedError  # 换成你的实现：返回 (advantages, returns)
+
+
+# %%
+result = check_ppo_policy_loss(my_ppo_policy_loss)
+result_2 = check_gae_advantages(my_gae_advantages)
