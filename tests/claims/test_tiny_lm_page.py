@@ -13,10 +13,21 @@ from .pinned import default_config, source
 
 
 def test_chapter_config_is_trl_default():
-    # tiny-lm.md: “beta=0、loss_type="dapo"（TRL 今天的默认）”; max_completion_length is TRL's name for L.
+    # tiny-lm.md: “beta=0、loss_type="dapo"（TRL 1.16.0 的默认）…加上 DAPO 的 epsilon_high=0.28…num_iterations=1”,
+    # “采样温度 1.0（TRL 默认）”; max_completion_length is TRL's name for L.
+    from rlhf_toy.demos.tiny_lm import grpo_config, warm_start
+    from rlhf_toy.tasks.addition import AdditionTask
+
     args = default_config(GRPOConfig)
     assert (args.beta, args.loss_type) == (0.0, "dapo")
     assert args.max_completion_length == 512
+    c = grpo_config()
+    assert (c.beta, c.loss_type, c.epsilon_high, c.num_iterations) == (0.0, "dapo", 0.28, 1)
+    # the chapter's policy samples at temperature 1.0, TRL's default: warm_start builds it with make_policy() and no
+    # temperature argument, whose default is 1.0.
+    assert args.temperature == 1.0
+    assert "policy = task.make_policy()" in source(warm_start)
+    assert AdditionTask(seed=0).make_policy().temperature == 1.0
 
 
 def test_grpo_trainer_lives_in_trl_trainer_grpo_trainer():
@@ -136,3 +147,108 @@ def test_gpt2_counts_positions_from_0_and_opt_from_the_mask():
     assert "position_ids = torch.arange(inputs_embeds.shape[1], device=inputs_embeds.device) + past_seen_tokens" in gpt2
     assert "position_embeds = self.wpe(position_ids)" in gpt2
     assert "position_ids = torch.cumsum(attention_mask, dim=1)" in source(OPTLearnedPositionalEmbedding.forward)
+
+
+def _first_token_logps_generate_vs_training_forward(model):
+    """Greedy `generate` on a left-padded batch, then a TRL-style training forward (input_ids and attention_mask only,
+    no position_ids) on the same padded sequences: the first generated token's log-probs from both."""
+    from transformers import GenerationConfig
+
+    input_ids = torch.tensor([[0, 0, 5, 6, 7], [3, 4, 5, 6, 7]])  # row 0 left-padded, row 1 not padded
+    attention_mask = (input_ids != 0).long()
+    out = model.generate(
+        input_ids=input_ids,
+        attention_mask=attention_mask,
+        generation_config=GenerationConfig(
+            max_new_tokens=3,
+            do_sample=False,
+            output_scores=True,
+            return_dict_in_generate=True,
+            pad_token_id=0,
+            eos_token_id=None,
+        ),
+    )
+    generated = torch.log_softmax(out.scores[0], dim=-1)
+    full_mask = torch.cat([attention_mask, torch.ones(2, 3, dtype=torch.long)], dim=1)
+    with torch.no_grad():
+        logits = model(input_ids=out.sequences, attention_mask=full_mask).logits
+    return generated, torch.log_softmax(logits[:, input_ids.shape[1] - 1], dim=-1)
+
+
+def test_gpt2_generate_and_training_forward_disagree_on_left_padded_rows():
+    # tiny-lm.md, 常见错误“左填充占了位置编号”: “即使训练与采样用的是同一批、同样多的左填充，也可能对不上：HF generate
+    # 从掩码推位置编号，TRL 1.16 训练时的前向不传 position_ids，GPT-2 这类模型便从 0 数起”; OPT is not affected.
+    # A 1-layer randomly initialised GPT-2 (and OPT) built from a config; the training forward is the one TRL 1.16 makes
+    # (test_training_forward_passes_no_position_ids).
+    from transformers import GPT2Config, GPT2LMHeadModel, OPTConfig, OPTForCausalLM
+
+    torch.manual_seed(0)
+    gpt2 = GPT2LMHeadModel(
+        GPT2Config(vocab_size=20, n_embd=16, n_layer=1, n_head=2, n_positions=32, pad_token_id=0, eos_token_id=1)
+    ).eval()
+    generated, trained = _first_token_logps_generate_vs_training_forward(gpt2)
+    assert (generated[0] - trained[0]).abs().max() > 0.05  # the left-padded row: same padding, different log-probs
+    torch.testing.assert_close(generated[1], trained[1], atol=1e-5, rtol=0)  # the row without padding agrees
+
+    opt = OPTForCausalLM(
+        OPTConfig(
+            vocab_size=20,
+            hidden_size=16,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            ffn_dim=32,
+            max_position_embeddings=32,
+            word_embed_proj_dim=16,
+            pad_token_id=0,
+            eos_token_id=1,
+        )
+    ).eval()
+    generated, trained = _first_token_logps_generate_vs_training_forward(opt)
+    torch.testing.assert_close(generated, trained, atol=1e-5, rtol=0)  # OPT derives positions from the mask itself
+
+    # “用 vLLM 采样时提示词不填充，训练端却左填充”: TRL hands vLLM each prompt's own token ids, then left-pads for training.
+    import trl.generation.vllm_generation as vllm_generation
+
+    assert 'vllm_prompts = [{"prompt_token_ids": ids} for ids in all_prompts]' in source(vllm_generation)
+    assert 'padding_side="left"' in source(GRPOTrainer._generate_and_score_completions)
+
+
+def test_policy_and_reference_share_the_temperature_and_old_logps_come_from_the_trainer():
+    # tiny-lm.md, 常见错误“logits 忘了除以温度”: “kl 却仍从 0 开始（当前策略与参考模型都在训练端…）”; “在 TRL 里旧策略的对数概率
+    # 也来自训练端，w 仍是 1”; “开着 vLLM 重要性采样校正时，症状出现在 sampling/sampling_logp_difference/mean 与
+    # sampling/importance_sampling_ratio/* 上”; TRL asks vLLM for log-probs after temperature (processed_logprobs).
+    import trl.generation.vllm_generation as vllm_generation
+
+    init = source(GRPOTrainer.__init__)
+    assert (
+        "add_fused_lm_head( self.model.get_base_model() if is_peft_model(self.model) else self.model, temperature=self.temperature,"
+        in init
+    )
+    assert "add_fused_lm_head( self.ref_model, temperature=self.temperature" in init
+    loss = source(GRPOTrainer._compute_loss)
+    assert (
+        "old_per_token_logps = per_token_logps.detach() if old_per_token_logps is None else old_per_token_logps" in loss
+    )
+    assert "torch.exp(ref_per_token_logps - per_token_logps) - (ref_per_token_logps - per_token_logps) - 1" in loss
+    score = source(GRPOTrainer._generate_and_score_completions)
+    assert "per_token_logps_diff = (old_per_token_logps - sampling_per_token_logps) * mask" in score
+    assert "delta = torch.abs(old_per_token_logps - sampling_per_token_logps)" in score
+    assert '"sampling/sampling_logp_difference/mean"' in score
+    for name in ("min", "mean", "max"):
+        assert f'"sampling/importance_sampling_ratio/{name}"' in score
+    assert 'logprobs_mode="processed_logprobs"' in inspect.getsource(vllm_generation)
+    assert "which biases the importance" in init  # the warning for a vLLM server started with another logprobs mode
+
+
+def test_trl_optimizer_defaults_differ_from_the_chapter_loop():
+    # tiny-lm.md, 框“优化器”: “本章用 Adam、学习率不变、不限梯度范数；TRL 1.16 沿用 transformers TrainingArguments 的默认：
+    # 学习率线性衰减到 0（lr_scheduler_type="linear"）、梯度全局范数限制在 1.0（max_grad_norm=1.0），AdamW 的权重衰减为 0”.
+    from rlhf_toy.train.grpo import train_grpo
+
+    args = default_config(GRPOConfig)
+    assert args.lr_scheduler_type == "linear"
+    assert args.max_grad_norm == 1.0
+    assert args.optim.startswith("adamw") and args.weight_decay == 0.0
+    text = source(train_grpo)
+    assert "optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate)" in text
+    assert "clip_grad" not in text and "scheduler" not in text
