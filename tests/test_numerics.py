@@ -2,9 +2,11 @@
 
 The machine-dependent part of each library's dispatch can be emulated on one machine: MKL_ENABLE_INSTRUCTIONS
 caps the instruction set MKL's AUTO dispatch may use, as on a CPU without AVX-512 (or without AVX2), and
-ONEDNN_MAX_CPU_ISA does the same for oneDNN. With the pins, the SFT warm start of chapter 9 (800 steps of a
-chaotic optimisation: the most sensitive computation in the book) must end in bit-identical weights under
-every cap; without them the same emulation changes the weights, which shows that the check can fail.
+ONEDNN_MAX_CPU_ISA does the same for oneDNN. With the pins, 120 SFT steps of chapter 9's warm start (a chaotic
+optimisation: the most sensitive computation in the book; the control below shows that 30 steps already turn a
+last-bit difference into different weights) must end in bit-identical weights under every cap; without the pins the
+same emulation changes the weights, which shows that the check can fail. (The full warm start, up to 800 steps, was
+checked the same way when the pins were introduced; 120 steps keep the test within the CI budget.)
 """
 
 from __future__ import annotations
@@ -88,7 +90,7 @@ def test_each_library_reports_the_pinned_code_path():
 
 def test_sft_warm_start_is_bit_identical_under_emulated_cpus():
     native, avx2_only, sse_only = _fingerprints(
-        0,
+        120,
         _env(),
         _env(MKL_ENABLE_INSTRUCTIONS="AVX2"),
         _env(MKL_ENABLE_INSTRUCTIONS="SSE4_2", ONEDNN_MAX_CPU_ISA="AVX2"),
