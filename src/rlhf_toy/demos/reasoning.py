@@ -13,7 +13,6 @@ r"""第 11 章的演示：带草稿的加法上的推理型强化学习（RLVR�
 # --8<-- [start:imports]
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import torch
@@ -97,6 +96,7 @@ def rl_from(
     quick: bool = False,
     every: int | None = None,
     seed: int = 0,
+    steps: int | None = None,
 ) -> list[dict]:
     """从一个热启动模型跑 GRPO 或拒绝采样微调（每步同样 32 个提示词 × 8 个回答），每 `every` 步在留出集上评估。
 
@@ -107,8 +107,9 @@ def rl_from(
         policy: 热启动之后的策略，也是参考模型（冻结副本）。
         algorithm: `"grpo"` 或 `"rft"`。
         quick: 是否只跑短版本。
-        every: 评估间隔；`None` 表示快速版 2、完整版 10。
+        every: 评估间隔；`None` 表示快速版 4（只在开始与结束时评估）、完整版 10。
         seed: 训练开始前设的全局随机种子（采样用）。
+        steps: 步数；`None` 表示 `grpo_config(quick)` 的步数（快速版 4、完整版 100）。
 
     Returns:
         评估步的记录：第 0 项是强化学习之前（`step=0`），每项含 `step`、`samples`（累计采样的回答数）、
@@ -119,8 +120,8 @@ def rl_from(
     """
     if algorithm not in ("grpo", "rft"):
         raise ValueError(f"algorithm 应是 'grpo' 或 'rft'，实际是 {algorithm!r}")
-    every = (2 if quick else 10) if every is None else every
-    config = grpo_config(quick)
+    every = (4 if quick else 10) if every is None else every
+    config = grpo_config(quick) if steps is None else grpo_config(quick, steps=steps)
     per_step = task.batch_size * config.num_generations
     torch.manual_seed(seed)
     with single_thread():
@@ -319,8 +320,3 @@ def run_reasoning(seed: int = 0, quick: bool = False, phase: str = "grpo") -> An
 
 
 PHASES = ("warm-start", "grpo", "rft", "length", "r1-zero", "pass-at-k", "best-of-n")
-
-
-def copy_policy(policy: TinyTransformerPolicy) -> TinyTransformerPolicy:
-    """策略的深拷贝（可训练）。"""
-    return copy.deepcopy(policy)
