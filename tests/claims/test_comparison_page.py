@@ -46,7 +46,7 @@ def test_online_dpo_trainer_lives_in_trl_experimental():
 
 
 def test_grpo_beta_default_is_zero():
-    # comparison.md: “TRL GRPOTrainer 今天的默认 beta=0.0”.
+    # comparison.md: “TRL 1.16 的 GRPOTrainer 默认 beta=0.0”.
     assert default_config(GRPOConfig).beta == 0.0
 
 
@@ -84,3 +84,11 @@ def test_rloo_logs_frac_reward_zero_std_and_entropy():
     text = source(trl.RLOOTrainer)
     assert 'self._metrics[mode]["frac_reward_zero_std"].append(' in text
     assert 'self._metrics[mode]["entropy"].append(' in text
+
+
+def test_rloo_checks_the_group_std_of_the_kl_shaped_reward():
+    # comparison.md health table, row REINFORCE / RLOO: “TRL 的 RLOO 在 beta > 0 时先从奖励里扣掉 KL 再判断组内标准差”.
+    text = source(trl.RLOOTrainer._generate_and_score_completions)
+    shaped = text.index("rewards = rewards - self.beta * kl")
+    assert text.index("if self.beta != 0.0:") < shaped < text.index("is_std_zero = torch.isclose(std_rewards")
+    assert default_config(trl.RLOOConfig).beta == 0.05
