@@ -675,13 +675,28 @@ TINY_LM_HASHED = [
 
 
 def tiny_lm_code_hash() -> str:
-    """第 9 章缓存依赖的源文件与生成它的函数的 SHA-256（前 16 位）。"""
+    """第 9 章缓存依赖的源文件与生成它的函数 `tiny_lm_runs` 的摘要（SHA-256 前 16 位）。
+
+    同 `scripts/run_experiments.py`：摘要取自 `rlhf_toy._code_hash.code_text`（去掉文档字符串与注释的语法树），
+    只改文档字符串、注释或排版不会让缓存过期。
+    """
+    import os
+    import tempfile
+    import textwrap
+
+    from rlhf_toy._code_hash import code_text
+
     digest = hashlib.sha256()
     base = ROOT / "src" / "rlhf_toy"
     for item in TINY_LM_HASHED:
         digest.update(item.encode())
-        digest.update((base / item).read_bytes())
-    digest.update(inspect.getsource(tiny_lm_runs).encode())
+        digest.update(code_text(base / item).encode("utf-8"))
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False, encoding="utf-8") as f:
+        f.write(textwrap.dedent(inspect.getsource(tiny_lm_runs)))
+    try:
+        digest.update(code_text(f.name).encode("utf-8"))
+    finally:
+        os.unlink(f.name)
     return digest.hexdigest()[:16]
 
 
