@@ -150,16 +150,17 @@ def plot(data: dict) -> None:
         ("scratchpad_rate", "写草稿的比例（采样）"),
         ("entropy", "逐 token 熵（nat）"),
     )
-    fig, axes = plt.subplots(1, 4, figsize=(11, 2.9), dpi=80)
+    fig, grid = plt.subplots(2, 2, figsize=(7.6, 5.2), dpi=80, sharex=True)
+    axes = grid.ravel()
     for name, rows in data["runs"].items():
         x = [r["samples"] / 1000 for r in rows]
         for ax, (key, _) in zip(axes, panels, strict=True):
             ax.plot(x, [r[key] for r in rows], marker=".", ms=3, lw=1.3, label=labels[name])
-    for ax, (_, title) in zip(axes, panels, strict=True):
-        ax.set(xlabel="采样的回答数（千）", title=title)
+    for i, (ax, (_, title)) in enumerate(zip(axes, panels, strict=True)):
+        ax.set(title=title, xlabel="采样的回答数（千）" if i >= 2 else None)
         ax.grid(alpha=0.3)
     axes[0].set_ylim(0, 1.02)
-    axes[0].legend(fontsize=7)
+    axes[0].legend(fontsize=7, loc="center right")
     fig.tight_layout()
     fig.savefig(FIGURES["training"], metadata=SVG_METADATA)
     plt.close(fig)

@@ -254,3 +254,17 @@ def test_cache_hash_and_cheapest_entry_regenerate_exactly():
     fresh = [{k: run_reasoning.r4(v) if isinstance(v, float) else v for k, v in r.items()} for r in best_of_n_sweep(0)]
     assert fresh == cache["best_of_n"]
     assert set(cache["runs"]) == set(run_reasoning.RUNS)
+
+
+def test_figures_redraw_from_the_cache_byte_for_byte(tmp_path):
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import run_reasoning
+
+    committed = dict(run_reasoning.FIGURES)
+    run_reasoning.FIGURES = {k: tmp_path / p.name for k, p in committed.items()}
+    try:
+        run_reasoning.plot(json.loads(run_reasoning.CACHE.read_text(encoding="utf-8")))
+    finally:
+        redrawn, run_reasoning.FIGURES = run_reasoning.FIGURES, committed
+    for key, path in committed.items():
+        assert redrawn[key].read_bytes() == path.read_bytes(), f"{path.name}: run scripts/run_reasoning.py --plot"
