@@ -271,3 +271,21 @@ history = train_ppo(ppo_policy, value_model, ppo_task, ppo_config, ref_policy=re
 print(f"PPO 之前留出集 accuracy {ppo_task.evaluate(start)['accuracy']:.3f}")
 print(f"PPO {ppo_config.steps} 步之后：", {k: round(v, 3) for k, v in ppo_task.evaluate(ppo_policy, ref).items()})
 print(f"最后一步价值模型的 val/explained_variance：{history[-1]['val/explained_variance']:.3f}")
+
+# %% [markdown]
+# ## 动手写：回答掩码
+#
+# 把下面的 `raise NotImplementedError` 换成你的实现，再运行下一格。`check_completion_mask` 把几组输入（随机的与边界的）同时交给你的函数和本书的实现，
+# 比较值（和梯度），第一处不一致时说出是哪个输入、期望什么、得到了什么，以及这种症状通常来自什么错误；全部通过时说明检查了哪些情形。
+# 还没动手时它只提醒你函数还没有实现。想先看看报告长什么样，可以把正文练习里的那个错误写法交给它。
+
+# %%
+from rlhf_toy.exercises import check_completion_mask
+
+
+def my_completion_mask(completions, eos_id):
+    raise NotImplementedError  # 换成你的实现：返回形状 (B, T) 的 0/1 掩码
+
+
+# %%
+result = check_completion_mask(my_completion_mask)
