@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 from lab import write_lab
-from sitecheck import build, have_chromium, launch, serve
+from sitecheck import SUBPATH, build, free_port, have_chromium, launch, serve
 
 
 class _Loader(yaml.SafeLoader):
@@ -47,6 +47,11 @@ def builds(tmp_path_factory):
         procs["site"] = build(out["site"], wait=False)
     out["lab"] = tmp_path_factory.mktemp("lab")
     procs["lab"] = build(out["lab"], write_lab(tmp_path_factory.mktemp("labsrc")), wait=False)
+    # the site as deployed under a sub-path (tests/site/test_site_subpath.py); the port is fixed before the build
+    # because site_url is written into the pages (canonical links, 404.html, sitemap, llms.txt)
+    out["subpath_port"] = free_port()
+    out["subpath"] = tmp_path_factory.mktemp("subpath")
+    procs["subpath"] = build(out["subpath"], wait=False, site_url=f"http://127.0.0.1:{out['subpath_port']}{SUBPATH}")
     failures = []
     for label, proc in procs.items():
         text, _ = proc.communicate()
@@ -65,6 +70,12 @@ def site_dir(builds) -> Path:
 @pytest.fixture(scope="session")
 def site_url(site_dir):
     with serve(site_dir) as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def subpath_url(builds):
+    with serve(builds["subpath"], prefix=SUBPATH, port=builds["subpath_port"]) as url:
         yield url
 
 

@@ -42,17 +42,23 @@ BUILT_LATER = {"rlhf-toy.pdf"}
 # The print page (mkdocs-print-site-plugin) is the PDF's source, not a page readers navigate to: it is left
 # out of the per-page checks (tests/site/test_pdf.py checks it and the PDF).
 PRINT_PAGE = "print_page/"
+# The sub-path the site is also built and served under (tests/site/test_site_subpath.py): the seed tutorial's path.
+SUBPATH = "/advanced/rlhf-llm/"
 
 
 # --- building and serving ---------------------------------------------------------------------------
 
 
-def build(site_dir: Path, config_file: Path | None = None, *, wait: bool = True):
-    """`mkdocs build --strict` into site_dir (run from the repo root: snippet and jieba paths are relative)."""
+def build(site_dir: Path, config_file: Path | None = None, *, wait: bool = True, site_url: str | None = None):
+    """`mkdocs build --strict` into site_dir (run from the repo root: snippet and jieba paths are relative).
+
+    `site_url` sets SITE_URL, which mkdocs.yml reads (`site_url: !ENV [SITE_URL, ...]`), as a deployment does."""
     cmd = [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "-d", str(site_dir)]
     if config_file:
         cmd += ["-f", str(config_file)]
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    if site_url:
+        env["SITE_URL"] = site_url
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if not wait:
         return proc
@@ -65,15 +71,27 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
+class _PrefixHandler(_QuietHandler):
+    """Serves the site only under `prefix` (like a project site on GitHub Pages); anything else is a 404."""
+
+    prefix = "/"
+
+    def translate_path(self, path):
+        if not path.startswith(self.prefix):
+            return str(Path(self.directory) / "__outside_the_site__")
+        return super().translate_path("/" + path[len(self.prefix) :])
+
+
 @contextlib.contextmanager
-def serve(site_dir: Path):
-    """Serve site_dir on 127.0.0.1 at a free port; yields the base URL (ending in /)."""
-    handler = functools.partial(_QuietHandler, directory=str(site_dir))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+def serve(site_dir: Path, prefix: str = "/", port: int = 0):
+    """Serve site_dir on 127.0.0.1 (a free port unless given) under the URL path `prefix`; yields the base URL."""
+    handler_cls = type("Handler", (_PrefixHandler,), {"prefix": prefix})
+    handler = functools.partial(handler_cls, directory=str(site_dir))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/"
+        yield f"http://127.0.0.1:{server.server_address[1]}{prefix}"
     finally:
         server.shutdown()
         server.server_close()
