@@ -124,3 +124,21 @@ ax.set(xlabel="step", ylabel="true reward P(correct)")
 ax.legend(fontsize=8)
 plt.tight_layout()
 plt.show()
+
+# %% [markdown]
+# ## 动手写：精确最优解
+#
+# 把下面的 `raise NotImplementedError` 换成你的实现，再运行下一格。`check_reverse_kl_optimum` 把几组输入（随机的与边界的）同时交给你的函数和本书的实现，
+# 比较值（和梯度），第一处不一致时说出是哪个输入、期望什么、得到了什么，以及这种症状通常来自什么错误；全部通过时说明检查了哪些情形。
+# 还没动手时它只提醒你函数还没有实现。想先看看报告长什么样，可以把正文练习里的那个错误写法交给它。
+
+# %%
+from rlhf_toy.exercises import check_reverse_kl_optimum
+
+
+def my_reverse_kl_optimum(ref_logps, rewards, beta):
+    raise NotImplementedError  # 换成你的实现：返回 log π*，形状 (P, V)
+
+
+# %%
+result = check_reverse_kl_optimum(my_reverse_kl_optimum)
