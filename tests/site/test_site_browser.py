@@ -157,3 +157,65 @@ def test_search_finds_each_term_on_its_defining_page(browser, site_url, site_dir
     ctx.close()
     print("\n".join(report))
     assert not problems, "\n".join(problems)
+
+
+FIGURE_PROBE = r"""() => {
+  const col = document.querySelector('.md-content__inner');
+  const column = col ? col.getBoundingClientRect().width : 0;
+  const info = (i) => ({src: (i.getAttribute('src') || '').slice(0, 60), alt: (i.getAttribute('alt') || '').trim(),
+                        ok: i.complete && i.naturalWidth > 0, natural: i.naturalWidth, width: i.getBoundingClientRect().width});
+  return {
+    column,
+    figures: [...document.querySelectorAll('.md-content img')].filter(i => /(^|\/)(figures|data)\/[^/]+\.svg$/.test(i.getAttribute('src') || '')).map(info),
+    plots: [...document.querySelectorAll('.jp-RenderedImage img')].map(info),
+    scroll: document.documentElement.scrollWidth,
+    inner: window.innerWidth,
+  };
+}"""
+
+
+def _nav_pages(mkdocs_config, section: str) -> list[str]:
+    """Site paths ('ppo/', 'notebooks/ppo/') of the nav section `section` (正文 or 笔记本)."""
+    entries = next(item[section] for item in mkdocs_config["nav"] if isinstance(item, dict) and section in item)
+    return [re.sub(r"\.(md|ipynb)$", "/", next(iter(e.values()))) for e in entries]
+
+
+def test_figures_load_and_plots_fit_the_column(browser, site_url, mkdocs_config, shots_dir):
+    """Every chapter page in the nav shows at least one figure from docs/figures or docs/data that loaded and has
+    alt text; notebook plots are no wider than the content column and, at 1280 px, at least 300 px wide (or
+    their natural width); at 390 px neither kind of page scrolls sideways."""
+    chapters = _nav_pages(mkdocs_config, "正文")
+    notebooks = _nav_pages(mkdocs_config, "笔记本")
+    ctx = browser.new_context(viewport={"width": 1280, "height": 900}, locale="zh-CN", color_scheme="light")
+    page = ctx.new_page()
+    problems, report = [], []
+    for path in chapters + notebooks:
+        page.set_viewport_size({"width": 1280, "height": 900})
+        visit(page, site_url + path)
+        info = page.evaluate(FIGURE_PROBE)
+        if path in chapters:
+            good = [f for f in info["figures"] if f["ok"] and f["alt"]]
+            report.append(f"{path}: {len(good)} figures")
+            if not good:
+                problems.append(
+                    f"{path}: no figure from docs/figures or docs/data that loaded with alt text: {info['figures']}"
+                )
+            problems += [
+                f"{path}: figure not loaded or without alt: {f}" for f in info["figures"] if not (f["ok"] and f["alt"])
+            ]
+            problems += [
+                f"{path}: figure wider than the column: {f}" for f in info["figures"] if f["width"] > info["column"] + 1
+            ]
+        else:
+            for f in info["plots"]:
+                if not f["ok"] or f["width"] > info["column"] + 1 or f["width"] < min(300, f["natural"]) - 1:
+                    problems.append(f"{path}: plot {f['width']:.0f} px wide in a {info['column']:.0f} px column: {f}")
+        page.set_viewport_size({"width": MOBILE, "height": 844})
+        page.wait_for_timeout(250)
+        narrow = page.evaluate(FIGURE_PROBE)
+        if narrow["scroll"] > narrow["inner"]:
+            problems.append(f"{path}: scrolls sideways at {MOBILE} px (scrollWidth {narrow['scroll']})")
+    ctx.close()
+    print("\n".join(report))
+    assert len(chapters) >= 10 and len(notebooks) >= 10
+    assert not problems, "\n".join(problems)
