@@ -55,6 +55,7 @@ from rlhf_toy.demos.tiny_lm import (
 )
 from rlhf_toy.tasks.addition import decode
 from rlhf_toy.train.dpo import DPOConfig, train_dpo
+from rlhf_toy.train.grpo import train_grpo
 from rlhf_toy.train.ppo import PPOConfig, train_ppo
 from rlhf_toy.train.sft import SFTConfig, train_sft
 
@@ -117,17 +118,23 @@ print("GRPO 之后按题型：", format_errors_by_shape(balanced_errors))
 # ## 对照：均匀地抽题
 #
 # 同一个种子，只把训练题改成在全部训练题里均匀地抽（`balanced=False`）：两个操作数都是两位数的题占八成以上，
-# 带一位数操作数的题不到两成（比例见本章正文“数据长什么样”）。同样的热启动规则、同样的 GRPO 预算，
+# 带一位数操作数的题不到两成（比例见本章正文“数据长什么样”）。同样的热启动规则；GRPO 不按墙钟时间跑，
+# 而是跑与上面均衡抽题同样多的步数（每步的计算量几乎相同，按墙钟时间跑时步数会随机器负载变），两边 GRPO 之后的正确率才能比。
 # 在 SFT 之后与 GRPO 之后各按题型数一数：贪心解码答错的题，以及按温度采样 8 个回答、一个也没答对的题
 # （括号里的数）——后者在 GRPO 里就是组内优势全为 0、给不出梯度的组。
 
 # %%
 u_task, u_policy = warm_start(seed=0, balanced=False)
-u_config = grpo_config(max_completion_length=u_task.max_completion_length)
+# 与均衡抽题同样多的 GRPO 步数
+u_config = grpo_config(max_completion_length=u_task.max_completion_length, steps=curve[-1]["step"])
 u_sft_errors = errors_by_shape(u_policy, u_task)
-u_curve = grpo_for_seconds(u_policy, u_task, u_config, marks=(GRPO_SECONDS,))
-for label, c in (("均匀抽题", u_curve), ("均衡抽题", curve)):
-    print(f"{label}：留出集 accuracy，SFT 之后 {c[0]['accuracy']:.3f}，GRPO {c[-1]['step']} 步之后 {c[-1]['accuracy']:.3f}")
+u_sft_accuracy = u_task.evaluate(u_policy)["accuracy"]
+train_grpo(u_policy, u_task, u_config)
+for label, before, steps, after in (
+    ("均匀抽题", u_sft_accuracy, u_config.steps, u_task.evaluate(u_policy)["accuracy"]),
+    ("均衡抽题", curve[0]["accuracy"], curve[-1]["step"], curve[-1]["accuracy"]),
+):
+    print(f"{label}：留出集 accuracy，SFT 之后 {before:.3f}，GRPO {steps} 步之后 {after:.3f}")
 print("按题型：贪心答错的题 / 题数（all wrong：8 个采样回答全错的题数）")
 for label, table in (
     ("均匀抽题，SFT 之后 ", u_sft_errors),
@@ -138,12 +145,15 @@ for label, table in (
     print(f"{label}：{format_errors_by_shape(table)}")
 
 # %% [markdown]
-# 怎样读：看括号里的数。热启动之后，带一位数操作数的题（`1+2`、`2+1`）里“8 个回答一个也不对”的比例若明显高于 `2+2`，
-# 这些题在 GRPO 里就多半是优势全为 0、给不出梯度的组；而均匀抽题时它们本来就只占提示词的不到两成，有对有错的组就更少了。
-# 在本书生成这个 notebook 时的运行里（种子 0）正是这样：均匀抽题时，GRPO 之后剩下的错误集中在这两种题型上；
-# 按题型均衡之后，SFT 与 GRPO 都在这些题上多练了几倍，全错的组先少了，GRPO 才有东西可学。
-# GRPO 按墙钟时间跑，步数随机器而变，重跑时请以上面的输出为准。
-# 均衡也有代价：`2+2` 的题在训练提示词里从八成多降到了四分之一，比较上面 `2+2` 一项就知道这个代价在这里有多大。
+# 怎样读：看括号里的数。SFT 之后那两行与 GRPO 的步数无关，在 x86-64 上每次运行都相同。均匀抽题的热启动之后，
+# 带一位数操作数的题（`1+2`、`2+1`）里“8 个回答一个也不对”的题不到一半，比例却比 `2+2` 高得多
+# （在本书生成这个 notebook 时的运行里，49 道 `1+2` 里有 13 道，43 道 `2+1` 里有 17 道，407 道 `2+2` 里只有 30 道）；
+# 均匀抽题时这两种题型又只占提示词的不到两成，有对有错、能学到东西的组就少。
+# 按题型均衡的热启动在这些题上多练了几倍，SFT 之后这两种题型的全错题已经少得多。
+# GRPO 之后那两行，两边走的步数相同（上面打印了），可以直接比；步数随机器负载而变，重跑时请以上面的输出为准。
+# 比较均匀抽题两行里 `1+2`、`2+1` 的括号：全错的题若没有减少、甚至增多，一个可能的解释是策略整体变尖时，
+# 少见题型上有对有错的组先变成了全错——这是一个假设，这里没有对照。
+# 均衡也有代价：`2+2` 的题在训练提示词里从八成多降到了四分之一，比较两边 GRPO 之后的 `2+2` 一项就知道这个代价在这里有多大。
 # `1+1` 的题在留出集里只有一两道，它那一项说明不了什么。
 # 这是一个种子；三个种子的对照用 `python benchmarks/tiny_lm.py` 与 `python benchmarks/tiny_lm.py --uniform`。
 
@@ -152,7 +162,8 @@ for label, table in (
 #
 # 这个任务每道题都有标准答案。从同一个热启动出发、继续 SFT `SFT_SECONDS` 秒（完整版 10 秒），与同样秒数的 GRPO 比留出集正确率。
 # 这是按墙钟时间比，不是按样本数比：SFT 每步 128 道题 × 1 个标准答案，GRPO 每步 32 道题 × 8 个采样回答。
-# SFT 每一步都告诉模型每个 token 的正确答案，GRPO 只知道整条回答对不对；在本书生成这个 notebook 时的运行里，继续 SFT 涨得更快。
+# 下面打印两边在这段时间里各走了多少步。这是一次运行、一个种子、一个时刻的比较，墙钟时间又受机器负载影响，
+# 差几道题说明不了什么；差得多时，可能的原因是 SFT 每一步都告诉模型每个 token 的正确答案，GRPO 只知道整条回答对不对。
 # 强化学习的用处在只有验证器、没有标准答案的时候（那时也可以用拒绝采样微调：只拿模型自己答对的样本做 SFT）。
 
 # %%
@@ -167,8 +178,14 @@ while elapsed < SFT_SECONDS:
     train_sft(sft_policy, sft_task, more, optimizer=optimizer)
     elapsed += time.perf_counter() - t0
     sft_curve.append((elapsed, sft_task.evaluate(sft_policy)["accuracy"]))
-grpo_same = next(r["accuracy"] for r in curve if r["seconds"] >= SFT_SECONDS)
-print(f"训练约 {SFT_SECONDS} 秒之后的留出集 accuracy：继续 SFT {sft_curve[-1][1]:.3f}，GRPO {grpo_same:.3f}")
+grpo_same = next(r for r in curve if r["seconds"] >= SFT_SECONDS)  # GRPO 曲线上第一个不早于 SFT_SECONDS 的点
+print(f"训练约 {SFT_SECONDS} 秒之后的留出集 accuracy（500 题）：")
+sft_steps = more.steps * (len(sft_curve) - 1)
+print(f"  继续 SFT {sft_curve[-1][1]:.3f}（{sft_steps} 步 × {more.batch_size} 题，{elapsed:.1f} 秒）")
+print(
+    f"  GRPO     {grpo_same['accuracy']:.3f}（{grpo_same['step']} 步 × {task.batch_size} 题 × {config.num_generations} 个回答，"
+    f"{grpo_same['seconds']:.1f} 秒）"
+)
 
 # %%
 fig, axes = plt.subplots(1, 3, figsize=(13, 3.4))
@@ -193,19 +210,29 @@ plt.show()
 
 # %%
 runs = length_lesson(seed=0, quick=QUICK, steps=LENGTH_STEPS, every=LENGTH_EVERY, ramble=0.2)
-print("按温度采样留出集：答错回答的平均长度（token 数，含 EOS）/ 写满 12 个 token 被超长截停的比例")
+print("按温度采样留出集：答错回答的平均长度 / 答对回答的平均长度（token 数，含 EOS）/ 写满 12 个 token 被超长截停的比例")
 for loss_type, rows in runs.items():
-    print(f"{loss_type:>7}：" + "  ".join(f"{r['length_wrong']:5.2f}/{r['truncated']:.2f}" for r in rows))
-print("GRPO 步数：" + "  ".join(f"{r['step']:>10d}" for r in runs["grpo"]))
+    cells = (f"{r['length_wrong']:5.2f}/{r['length_correct']:5.2f}/{r['truncated']:.2f}" for r in rows)
+    print(f"{loss_type:>7}：" + "  ".join(cells))
+print("GRPO 步数：" + "  ".join(f"{r['step']:>16d}" for r in runs["grpo"]))
+print("答错回答的平均长度之差（减去 dapo 的）：")
+for loss_type in ("grpo", "dr_grpo"):
+    against_dapo = zip(runs[loss_type], runs["dapo"], strict=True)
+    diffs = (f"{r['length_wrong'] - d['length_wrong']:+16.2f}" for r, d in against_dapo)
+    print(f"{loss_type:>7}：" + "  ".join(diffs))
 
 # %% [markdown]
 # 怎样读这些数：`dr_grpo` 与 `dapo` 给每个 token 的权重都与回答长度无关，两者每步只差一个因子 $\sum_j|y_j|/(BL)$；
 # 回答长度变化不大时 Adam 几乎把它抵消，所以两者之间的差别大致可以当作这个设置下随机波动的尺度
 # （这一课里平均长度在变，这个尺度只是近似）。`grpo` 为什么应当改得慢：一条写满 12 个 token 的错误回答，
 # 在 `grpo` 下总共只受一条回答的罚（摊到每个 token 是 $1/(B\cdot 12)$），在 `dapo` 下每个 token 的罚与短回答相同，
-# 整条回答受的罚是短错误回答的两三倍。在本书生成这个 notebook 时的运行和基准脚本的测量里（种子 0、1、2，见本章正文），
-# 前 10 步 `grpo` 的错误回答更长、被截停的比例更高，差别大于 `dr_grpo` 与 `dapo` 之间的波动；习惯改掉之后三条曲线又靠拢
-# （剩下的错误回答长短差不多，长度与对错不再相关，汇总方式也就不再改变长度）。重跑时请以上面的输出为准。
+# 整条回答受的罚是短错误回答的两三倍。
+#
+# 在本书生成这个 notebook 时的运行里（种子 0），被超长截停的比例到第 20 步三种汇总方式都降到 0。
+# 答错回答的长度上，`grpo` 到第 35 步（第 30 步除外）都比 `dapo` 长 0.2 个 token 左右，而 `dr_grpo` 与 `dapo` 之差
+# 都不到 0.1（最后两行），到第 40 步才接近：这与上面的机制一致，但只是一个种子。答对的回答也在变短（草稿写得少了）：
+# 第 0 步答错、答对回答平均 8.52 与 5.55 个 token，第 40 步三种汇总方式下都在 3.85 到 4.03 之间，长度与对错的相关弱了很多，
+# 按上面的机制，汇总方式对长度的推力也就小了。在 x86-64 上这些数每次运行都相同；在别的机器上请以上面的输出为准。
 
 # %%
 fig, axes = plt.subplots(1, 3, figsize=(13, 3.4))
@@ -244,12 +271,14 @@ for lr, beta in ((5e-4, 0.1), (1e-4, 0.5)):
     )
 
 # %% [markdown]
-# 怎样读：`rewards/chosen` 是 $\beta$ 倍的 $\log\pi_\theta(y_w) - \log\pi_{\text{ref}}(y_w)$。它变成负数，说明被选回答的概率
+# 怎样读：`rewards/chosen` 是 $\beta$ 倍的 $\log\pi_\theta(y_w) - \log\pi_{\text{ref}}(y_w)$。它是负数时，被选回答的概率
 # 也在下降，只是被拒回答降得更快。在本书生成这个 notebook 时的运行里，第一组（学习率大、$\beta$ 小）偏好对分得很开
-# （`rewards/accuracies` 接近 1），留出集正确率却大幅下降；第二组（学习率小、$\beta$ 大）走得近得多，`rewards/chosen` 几乎不动，
-# 偏好对照样分开了，留出集正确率却没有上升。重跑时请以上面的输出为准。
-# DPO 的损失只看两者之差，不管概率质量流向哪里：被选与被拒回答的概率都在降时，空出来的概率只能流向其他回答；
+# （`rewards/accuracies` 接近 1），`rewards/chosen` 为负，留出集正确率大幅下降；第二组（学习率小、$\beta$ 大）走得近得多：
+# `rewards/chosen` 略为正（被选回答的概率略升），偏好对照样分开了，留出集正确率却也降了（0.700 → 0.636）。
+# 重跑时请以上面的输出为准。
+# DPO 的损失只看两者之差，不管概率质量流向哪里。第一组里被选与被拒回答的概率都在降，空出来的概率只能流向其他回答；
 # 留出集正确率下降说明其中多半是错的（这里没有单独测量）。这就是文献里的“似然位移”（likelihood displacement）。
+# 第二组不是这种情形：被选回答的概率没有降，偏好对上的提升却没有带到留出题上，原因这里没有测量。
 # 常见的补救是在 DPO 损失上加一项被选回答的负对数似然（RPO，TRL 里是 `loss_type=["sigmoid", "sft"]`），
 # 或者换成在线方法——下面的 PPO 和上面的 GRPO。
 

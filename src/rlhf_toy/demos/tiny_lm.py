@@ -38,7 +38,7 @@ def sft_config(quick: bool = False) -> SFTConfig:
 
 
 def grpo_config(quick: bool = False, **overrides: Any) -> GRPOConfig:
-    """极小 Transformer 的 GRPO 配置（每步 32 个提示词 × G = 8）：TRL 现在的默认 `beta=0`、`loss_type="dapo"`，
+    """极小 Transformer 的 GRPO 配置（每步 32 个提示词 × G = 8）：TRL 1.16.0 的默认 `beta=0`、`loss_type="dapo"`，
     加上 DAPO 的非对称截断（clip-higher，`epsilon_high=0.28`）。`num_iterations=1` 时比率恒为 1，
     `epsilon` 与 `epsilon_high` 其实不起作用，保留它只是为了与 DAPO 的配置一致。
 
