@@ -88,7 +88,7 @@ from rlhf_toy import dpo_loss
 # 横轴统一为“已做的更新次数”：第 k 步记录的 rewards/* 属于做了 k − 1 次更新的策略，p_* 属于做了 k 次更新的策略。
 updates_before = [h["step"] - 1 for h in history]
 updates_after = [0] + [h["step"] for h in history]
-fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+fig, axes = plt.subplots(1, 3, figsize=(9.5, 3.4))
 
 ax = axes[0]
 for key in ("rewards/chosen", "rewards/rejected", "rewards/margins"):

@@ -71,7 +71,7 @@ for name, options in variants.items():
         weights.append(-chosen.grad.item() / beta)
     curves[name] = (losses, weights)
 
-fig, axes = plt.subplots(1, 2, figsize=(13, 4.5))
+fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
 for name, (losses, weights) in curves.items():
     axes[0].plot(deltas, losses, label=name)
     axes[1].plot(deltas, weights, label=name)
@@ -124,7 +124,7 @@ for loss_type, history in runs.items():
     last = history[-1]
     print(f"{loss_type:8s} 150 步后：Δ = {last['delta']:.3f}，KL = {last['kl']:.3f}")
 
-fig, axes = plt.subplots(1, 2, figsize=(13, 4.5))
+fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
 for loss_type, history in runs.items():
     steps = [h["step"] for h in history]
     label = "DPO (sigmoid)" if loss_type == "sigmoid" else "IPO"

@@ -71,7 +71,7 @@ for n_iter, history in histories.items():
     )
 
 # %%
-fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+fig, axes = plt.subplots(1, 3, figsize=(9.5, 3.2))
 for n_iter, history in histories.items():
     steps = [h["step"] for h in history]
     axes[0].plot(steps, [h["success_prob"] for h in history], label=f"num_iterations={n_iter}")
@@ -109,7 +109,7 @@ plt.show()
 
 # %%
 ratios = torch.linspace(0.4, 1.8, 561, requires_grad=True)
-fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), sharex=True)
+fig, axes = plt.subplots(1, 2, figsize=(9, 3.4), sharex=True)
 for ax, A, color in zip(axes, (1.0, -1.0), ("tab:blue", "tab:red"), strict=True):
     loss, is_clipped = clipped_surrogate(ratios.log()[None], torch.zeros(1, len(ratios)), torch.tensor([[A]]))
     objective = -loss[0]

@@ -71,7 +71,7 @@ for loss_type in ("grpo", "bnpo", "dr_grpo", "dapo"):
         per_token[loss_type].append(grad[1, 0].item())
         per_answer[loss_type].append(grad[1].sum().item())
 
-fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
+fig, axes = plt.subplots(1, 2, figsize=(9, 3.3))
 for loss_type, style in zip(per_token, ("o-", "s-", "^-", "x--"), strict=True):
     axes[0].plot(lengths, per_token[loss_type], style, markersize=3, label=loss_type)
     axes[1].plot(lengths, per_answer[loss_type], style, markersize=3, label=loss_type)
@@ -100,7 +100,7 @@ print(f"n = 1 vs n = 32, grpo per-token gradient: {per_token['grpo'][0]:.4f} vs 
 
 # %%
 ratios = torch.linspace(0.5, 1.6, 441)
-fig, axes = plt.subplots(1, 2, figsize=(11, 3.6), sharex=True)
+fig, axes = plt.subplots(1, 2, figsize=(9, 3.3), sharex=True)
 for ax, A in zip(axes, (1.0, -1.0), strict=True):
     for eps_high, style in ((None, "-"), (0.28, "--")):
         # 441 个比率排成一行（B = 1、T = 441），clipped_surrogate 返回逐 token 的损失 -J
@@ -169,7 +169,7 @@ for dynamic in (False, True):
     )
 
 steps = [h["step"] for h in histories[True]]
-fig, axes = plt.subplots(1, 3, figsize=(13, 3.4))
+fig, axes = plt.subplots(1, 3, figsize=(9.5, 3.2))
 axes[0].plot(steps, [h["frac_reward_zero_std"] for h in histories[True]], "o-", markersize=3)
 axes[0].set(xlabel="step", ylabel="fraction of groups", title="dropped groups (all rewards equal)")
 axes[1].plot(steps, [h["effective_batch_size"] for h in histories[True]], "o-", markersize=3)

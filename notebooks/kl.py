@@ -55,7 +55,7 @@ from rlhf_toy.kl_study import (
 )
 
 generator = torch.Generator().manual_seed(0)
-fig, axes = plt.subplots(2, 3, figsize=(13, 6.5))
+fig, axes = plt.subplots(2, 3, figsize=(9.5, 5.6))
 for row, mu in enumerate((0.1, 1.0)):
     true_kl = mu**2 / 2
     d = gaussian_log_ratios(mu, 100_000, generator)
@@ -97,7 +97,7 @@ def shifted(shift):
     return logits.log_softmax(-1)
 
 
-fig, axes = plt.subplots(1, 2, figsize=(12, 3.6))
+fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
 for ax, shift in zip(axes, (0.5, 8.0), strict=True):
     logps = shifted(shift)
     true_kl = exact_kl(logps, ref_logps).item()
@@ -149,7 +149,7 @@ for shift in shifts:
         cat[name].append(s.std / true_kl)
         cat_bias[name].append((s.mean - true_kl) / true_kl)
 
-fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
+fig, axes = plt.subplots(1, 3, figsize=(9.5, 3.4))
 for name in ("k1", "k2", "k3"):
     axes[0].plot([m**2 / 2 for m in mus], gauss[name], label=name)
     axes[1].plot(cat_kl, cat[name], label=name)
@@ -193,16 +193,19 @@ logits[task.prompts(), task.correct] += 3.0
 reverse = exact_kl_gradient(logits, ref_table, "reverse").flatten()
 forward = exact_kl_gradient(logits, ref_table, "forward").flatten()
 rules = [("loss", "k1"), ("loss", "k2"), ("loss", "k3"), ("loss", "k3_corrected"), ("reward", "k1"), ("reward", "k3")]
-fig, axes = plt.subplots(1, 6, figsize=(17, 3.2), sharex=True, sharey=True)
-for ax, (placement, estimator) in zip(axes, rules, strict=True):
+fig, axes = plt.subplots(2, 3, figsize=(9.5, 5.6), sharex=True, sharey=True)
+for ax, (placement, estimator) in zip(axes.flat, rules, strict=True):
     g = expected_kl_gradient(logits, ref_table, estimator, placement).flatten()
     ax.scatter(reverse, forward, s=8, color="0.8", label="forward KL grad")
     ax.scatter(reverse, g, s=8, label="expected grad")
     lim = reverse.abs().max().item() * 1.1
     ax.plot([-lim, lim], [-lim, lim], "k--", lw=0.8)
-    ax.set(title=f"{estimator} in {placement}", xlabel="reverse-KL grad")
-axes[0].set_ylabel("gradient component")
-axes[0].legend(fontsize=7)
+    ax.set(title=f"{estimator} in {placement}")
+for ax in axes[1]:
+    ax.set_xlabel("reverse-KL grad")
+for ax in axes[:, 0]:
+    ax.set_ylabel("gradient component")
+axes[0, 0].legend(fontsize=8)
 fig.tight_layout()
 plt.show()
 
