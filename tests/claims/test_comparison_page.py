@@ -90,5 +90,11 @@ def test_rloo_checks_the_group_std_of_the_kl_shaped_reward():
     # comparison.md health table, row REINFORCE / RLOO: “TRL 的 RLOO 在 beta > 0 时先从奖励里扣掉 KL 再判断组内标准差”.
     text = source(trl.RLOOTrainer._generate_and_score_completions)
     shaped = text.index("rewards = rewards - self.beta * kl")
-    assert text.index("if self.beta != 0.0:") < shaped < text.index("is_std_zero = torch.isclose(std_rewards")
+    assert text.rindex("if self.beta != 0.0:", 0, shaped) < shaped
+    assert (
+        shaped
+        < text.index("grouped_rewards = rewards.view(-1, num_generations)")
+        < text.index("std_rewards = nanstd(grouped_rewards, dim=1)")
+        < text.index("is_std_zero = torch.isclose(std_rewards")
+    )
     assert default_config(trl.RLOOConfig).beta == 0.05
