@@ -4,7 +4,7 @@
     nice -n 10 .venv/bin/python scripts/run_reasoning.py --quick  # 快速模式：只打印耗时与结果，不写文件
     .venv/bin/python scripts/run_reasoning.py --plot              # 只从缓存重画图
 
-页面与 notebook 只读缓存。缓存记着它来自哪份代码（`code_hash`：下面 HASHED 里源文件的 SHA-256）；
+页面与 notebook 只读缓存。缓存记着它来自哪份代码（`code_hash`：下面 HASHED 里源文件去掉文档字符串与注释之后的 SHA-256）；
 `tests/test_reasoning.py` 重算其中最便宜的一项（best-of-N 扫描）并与缓存逐位比较，并检查哈希。
 """
 
@@ -60,14 +60,19 @@ PASS_AT_K_N = 64
 
 
 def code_hash() -> str:
-    """实验依赖的源文件的 SHA-256（按路径排序后拼接）。"""
+    """实验依赖的源文件去掉文档字符串与注释之后的 SHA-256（按路径排序后拼接路径与文本）。
+
+    只改文档字符串、注释或排版不改变它（`rlhf_toy._code_hash.code_text`，与 `scripts/run_experiments.py` 相同）。
+    """
+    from rlhf_toy._code_hash import code_text
+
     digest = hashlib.sha256()
     base = ROOT / "src" / "rlhf_toy"
     for item in HASHED:
         path = base / item
         for f in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
             digest.update(str(f.relative_to(base)).encode())
-            digest.update(f.read_bytes())
+            digest.update(code_text(f).encode("utf-8"))
     return digest.hexdigest()
 
 
