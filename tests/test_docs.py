@@ -65,7 +65,7 @@ def test_chapter_has_tested_code_checked_output_and_exercises(page):
     text = page.read_text(encoding="utf-8")
     infos = [info for _, _, info in fences(page)]
     assert infos.count("python") >= 3, "a chapter shows its code and runs it"
-    assert "--8<-- \"src/rlhf_toy/" in text, "algorithm code is included from the package, never pasted"
+    assert '--8<-- "src/rlhf_toy/' in text, "algorithm code is included from the package, never pasted"
     assert "<!--pytest-codeblocks:expected-output-->" in text, "numbers on the page are checked"
     exercises = text.split("## 练习", 1)
     assert len(exercises) == 2, "a chapter ends with 练习"
@@ -73,3 +73,31 @@ def test_chapter_has_tested_code_checked_output_and_exercises(page):
     assert len(answers) >= 2, "at least two exercises with folded answers"
     assert exercises[1].count("```python") >= 2, "answers are checked by tested code"
     assert "notebooks/" in text, "a chapter links its notebook"
+
+
+def prose_lines(path: Path) -> list[tuple[int, str]]:
+    """(line number, line) of every line outside fenced code blocks."""
+    kept, open_fence = [], None
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        m = FENCE.match(line)
+        if open_fence is None and m:
+            open_fence = m["fence"]
+        elif open_fence is not None:
+            if (
+                m
+                and m["fence"].startswith(open_fence[0])
+                and len(m["fence"]) >= len(open_fence)
+                and not m["info"].strip()
+            ):
+                open_fence = None
+        else:
+            kept.append((n, line))
+    return kept
+
+
+@pytest.mark.parametrize("page", MARKDOWN, ids=lambda p: str(p.relative_to(DOCS)))
+def test_no_tab_in_prose(page):
+    # A TAB in prose is almost always a `\t` eaten by a non-raw Python string: `$R_{\text{length}}$` became
+    # `$R_{<TAB>ext{length}}$` on reasoning.md, which MathJax prints as R with the subscript "ext length".
+    bad = [n for n, line in prose_lines(page) if "\t" in line]
+    assert not bad, f"{page.relative_to(ROOT)}: TAB character on line(s) {bad} (a lost `\\t`, e.g. in `\\text`?)"

@@ -73,6 +73,7 @@ def warm_start(
 # --8<-- [end:warm_start]
 
 
+# --8<-- [start:grpo_config]
 def grpo_config(quick: bool = False, **overrides: Any) -> GRPOConfig:
     """本章的 GRPO 配置：同第 9 章（32 个提示词 × G=8，lr 5e-4，`beta=0`，`loss_type="dapo"`），完整版 100 步、快速版 4 步。
 
@@ -88,7 +89,10 @@ def grpo_config(quick: bool = False, **overrides: Any) -> GRPOConfig:
     return GRPOConfig(**{**fields, **overrides})
 
 
-# --8<-- [start:run_rl]
+# --8<-- [end:grpo_config]
+
+
+# --8<-- [start:rl_from]
 def rl_from(
     task: ScratchpadAdditionTask,
     policy: TinyTransformerPolicy,
@@ -139,9 +143,10 @@ def rl_from(
     return rows + [{**h, "samples": h["step"] * per_step} for h in history if "accuracy" in h]
 
 
-# --8<-- [end:run_rl]
+# --8<-- [end:rl_from]
 
 
+# --8<-- [start:run_rl]
 def run_rl(
     algorithm: str = "grpo",
     start: str = "scratchpad",
@@ -214,7 +219,7 @@ def pass_at_k_curve(
 
 # --8<-- [start:best_of_n_sweep]
 def best_of_n_sweep(seed: int = 0, ns: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256)) -> list[dict]:
-    """第 8 章的有偏奖励模型上的 best-of-N（精确计算，不采样）：代理奖励、真实奖励、KL 与上界随 $N$ 的变化。
+    r"""第 8 章的有偏奖励模型上的 best-of-N（精确计算，不采样）：代理奖励、真实奖励、KL 与上界随 $N$ 的变化。
 
     基础策略是第 8 章“SFT 之后”的参考模型，打分用有偏的查表奖励模型（它偏爱每题的诱饵回答）。
 
@@ -223,8 +228,8 @@ def best_of_n_sweep(seed: int = 0, ns: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64
         ns: 要算的 $N$。
 
     Returns:
-        每个 $N$ 一项：`n`、`proxy_reward`（$\\mathbb E_{\\pi_N}[\\hat r]$）、`success_prob`（真实奖励）、
-        `decoy_prob`（选中诱饵的概率）、`kl`（精确的 $\\mathrm{KL}(\\pi_N\\|\\pi)$，各提示词平均）与 `kl_bound`。
+        每个 $N$ 一项：`n`、`proxy_reward`（$\mathbb E_{\pi_N}[\hat r]$）、`success_prob`（真实奖励）、
+        `decoy_prob`（选中诱饵的概率）、`kl`（精确的 $\mathrm{KL}(\pi_N\|\pi)$，各提示词平均）与 `kl_bound`。
     """
     setup = make_setup(seed)
     with torch.no_grad():
@@ -251,7 +256,9 @@ def best_of_n_sweep(seed: int = 0, ns: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64
 
 
 def run_pass_at_k(seed: int = 0, quick: bool = False) -> dict[str, dict[int, float]]:
-    """热启动模型在 GRPO 前后的 pass@k（快速版 n=8、GRPO 20 步；完整版 n=64、150 步）。
+    """热启动模型在 GRPO 前后的 pass@k（快速版 n=8、GRPO 4 步；完整版 n=64、100 步）。
+
+    缓存里的曲线不是这个函数算的：它来自 `scripts/run_reasoning.py`，用的是 `grpo` 运行的最终模型。
 
     Args:
         seed: 随机种子。

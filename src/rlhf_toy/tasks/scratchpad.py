@@ -31,11 +31,11 @@ from rlhf_toy.tasks.addition import EOS, PAD, AdditionTask, decode, encode
 
 # --8<-- [start:scratchpad_text]
 def scratchpad(a: int, b: int, n_digits: int = 2) -> str:
-    """`a + b` 的草稿：从个位起每位两个数字（本位之和加进位），用 `.` 隔开。
+    r"""`a + b` 的草稿：从个位起每位两个数字（本位之和加进位），用 `.` 隔开。
 
     Args:
-        a: 第一个操作数，$0 \\le a < 10^{n}$。
-        b: 第二个操作数，$0 \\le b < 10^{n}$。
+        a: 第一个操作数，$0 \le a < 10^{n}$。
+        b: 第二个操作数，$0 \le b < 10^{n}$。
         n_digits: 位数 $n$（草稿的步数）。
 
     Returns:
@@ -257,7 +257,7 @@ class ScratchpadAdditionTask(AdditionTask):
 
     # --8<-- [start:reward]
     def reward(self, prompts: Tensor, completions: Tensor) -> Tensor:
-        """训练奖励 $r_{\\text{acc}} + w_{\\text{fmt}} r_{\\text{fmt}} + R_{\\text{length}}$，形状 `(B,)`。
+        r"""训练奖励 $r_{\text{acc}} + w_{\text{fmt}} r_{\text{fmt}} + R_{\text{length}}$，形状 `(B,)`。
 
         Args:
             prompts: 提示词，形状 `(B, Lp)`。

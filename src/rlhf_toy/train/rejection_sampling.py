@@ -24,13 +24,13 @@ from rlhf_toy.tasks import Task
 
 @dataclass
 class RFTConfig:
-    """拒绝采样微调的超参数。
+    r"""拒绝采样微调的超参数。
 
     Attributes:
         num_generations: 每个提示词采样的回答数 $G$（与 GRPO 相同才能按样本数比较）。
         learning_rate: Adam 学习率。
         steps: 采样—筛选—更新的轮数。
-        threshold: 奖励 $\\ge$ `threshold` 的回答才留下（0/1 奖励取 1，即“验证通过”）。
+        threshold: 奖励 $\ge$ `threshold` 的回答才留下（0/1 奖励取 1，即“验证通过”）。
     """
 
     num_generations: int = 8
