@@ -96,7 +96,7 @@ for algorithm in ("grpo", "rft"):
 # 图里的标签用英文：Colab 默认没有中文字体。
 
 # %%
-fig, axes = plt.subplots(1, 3, figsize=(10, 3))
+fig, axes = plt.subplots(1, 3, figsize=(9, 3))
 for name, (rows, _) in runs.items():
     x = [r["samples"] for r in rows]
     for ax, key in zip(axes, ("accuracy", "scratchpad_rate", "entropy"), strict=True):
@@ -145,7 +145,8 @@ plt.show()
 cache_path = Path("docs/data/reasoning.json")
 if cache_path.exists():
     cache = json.loads(cache_path.read_text(encoding="utf-8"))
-    fig, axes = plt.subplots(1, 4, figsize=(12, 3))
+    fig, grid = plt.subplots(2, 2, figsize=(9, 5.6))
+    axes = grid.ravel()
     for name, rows in cache["runs"].items():
         x = [r["samples"] for r in rows]
         for ax, key in zip(axes, ("accuracy", "completion_length", "scratchpad_rate", "entropy"), strict=True):
