@@ -80,6 +80,7 @@ plt.show()
 # 奖励模型来自一个略偏爱“诱饵”错误回答的标注员；参考模型是一个“SFT 之后”的策略（种子 0 上正确概率 0.404，见正文）。
 # 先看 KL 正则化目标的精确最优解 $\pi^*_\beta \propto \pi_{ref}\exp(\hat r/\beta)$：$\beta$ 越小，KL 越大，代理奖励越高，
 # 真实奖励却先升后降。再用 PPO 真的去优化它，一次不加 KL，一次 `kl_coef=1`。
+# 注意右图里 PPO 的轨迹在真实奖励上高过虚线：虚线是“代理奖励减 β·KL”的最优解，不是“真实奖励对 KL”的前沿（见正文）。
 
 # %%
 from rlhf_toy.experiments.overoptimisation import early_stop, make_setup, optimum_curve, peak, run_overoptimisation
@@ -129,7 +130,7 @@ plt.show()
 # ## 动手写：精确最优解
 #
 # 把下面的 `raise NotImplementedError` 换成你的实现，再运行下一格。`check_reverse_kl_optimum` 把几组输入（随机的与边界的）同时交给你的函数和本书的实现，
-# 比较值（和梯度），第一处不一致时说出是哪个输入、期望什么、得到了什么，以及这种症状通常来自什么错误；全部通过时说明检查了哪些情形。
+# 比较返回的 log π*，第一处不一致时说出是哪个输入、期望什么、得到了什么，以及这种症状通常来自什么错误；全部通过时说明检查了哪些情形。
 # 还没动手时它只提醒你函数还没有实现。想先看看报告长什么样，可以把正文练习里的那个错误写法交给它。
 
 # %%
