@@ -2,7 +2,8 @@
 same time), one local HTTP server each, one headless Chromium for the whole session.
 
 Environment:
-    RLHF_TOY_SITE_DIR=path       reuse an already built site instead of building (local iteration only)
+    RLHF_TOY_SITE_DIR=path       reuse an already built site instead of building (local iteration; .ci/run passes
+                                 the site `make pdf` has just built with --strict from the same checkout)
     RLHF_TOY_REQUIRE_BROWSER=1   a missing /usr/bin/chromium fails instead of skipping (set by .ci/run)
     RLHF_TOY_SHOTS=dir           browser tests also save screenshots there
 """
