@@ -86,6 +86,28 @@ def test_mapping_table_names_exist():
     assert '"completions/mean_length"' in text
 
 
+def test_trl_finds_the_first_eos_with_argmax_and_our_cumsum_mask_agrees():
+    # tiny-lm.md shows the completion_mask docstring: “与 TRL 1.16.0 GRPOTrainer._generate_single_turn 的结果相同：
+    # TRL 用 is_eos.int().argmax(1) 找第一个 EOS 的位置 eos_idx（没有 EOS 的行取 T），mask = (idx <= eos_idx)；
+    # 这里用 cumsum 得到同样的掩码”; exercises/tiny_lm.py's not_eos message says the same.
+    from rlhf_toy.policies.transformer import completion_mask
+
+    text = source(GRPOTrainer._generate_single_turn)
+    assert "eos_idx = torch.full((is_eos.size(0),), is_eos.size(1)," in text
+    assert "eos_idx[is_eos.any(dim=1)] = is_eos.int().argmax(dim=1)[is_eos.any(dim=1)]" in text
+    assert "completion_mask = (sequence_indices <= eos_idx.unsqueeze(1)).int()" in text
+    assert "cumsum" not in text
+
+    # TRL's lines, run on rows with no EOS, one EOS, two EOS, EOS first and EOS followed by non-pad tokens.
+    completions = torch.tensor([[5, 6, 7, 8], [5, 2, 0, 0], [2, 5, 2, 6], [5, 6, 2, 2], [5, 2, 7, 8]])
+    is_eos = torch.isin(completions, torch.tensor([2]))
+    eos_idx = torch.full((is_eos.size(0),), is_eos.size(1), dtype=torch.long)
+    eos_idx[is_eos.any(dim=1)] = is_eos.int().argmax(dim=1)[is_eos.any(dim=1)]
+    sequence_indices = torch.arange(is_eos.size(1)).expand(is_eos.size(0), -1)
+    trl_mask = (sequence_indices <= eos_idx.unsqueeze(1)).int()
+    assert torch.equal(completion_mask(completions, eos_id=2), trl_mask.float())
+
+
 def test_training_log_probs_come_from_the_fused_head_with_masked_labels():
     # tiny-lm.md, table row for policy.logps: “它调 model(..., labels=labels, fused_lm_head=True) … PR #7077 之前是先
     # logits /= temperature 再 selective_log_softmax”: at 1.16 the labels are -100 outside the attention mask and the

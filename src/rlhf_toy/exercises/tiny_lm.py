@@ -71,7 +71,7 @@ MISTAKES = (
     Mistake(
         "not_eos",
         "用了 completions != eos_id：EOS 本身被去掉，EOS 之后的 token 反而留下了。掩码由第一个 EOS 的位置决定"
-        "（TRL：is_eos.cumsum 找到第一个 EOS，mask = idx <= eos_idx）。",
+        "（TRL：is_eos.int().argmax(1) 找到第一个 EOS 的位置 eos_idx，mask = idx <= eos_idx）。",
         _not_eos,
     ),
     Mistake(

@@ -29,8 +29,9 @@ from rlhf_toy._checks import check_ndim, check_nonnegative
 def completion_mask(completions: Tensor, eos_id: int) -> Tensor:
     r"""回答的损失掩码：第一个 EOS 及其之前的位置为 1，之后（填充）为 0。
 
-    与 TRL `GRPOTrainer._generate_and_score_completions` 的做法相同：
-    `is_eos.cumsum` 找到第一个 EOS，`mask = (idx <= eos_idx)`。没有 EOS 的行（被超长截停）全为 1。
+    与 TRL 1.16.0 `GRPOTrainer._generate_single_turn` 的结果相同：TRL 用 `is_eos.int().argmax(1)`
+    找第一个 EOS 的位置 `eos_idx`（没有 EOS 的行取 T），`mask = (idx <= eos_idx)`；这里用 `cumsum`
+    得到同样的掩码。没有 EOS 的行（被超长截停）全为 1。
 
     Args:
         completions: 回答 token，形状 `(B, T)`，整数。
