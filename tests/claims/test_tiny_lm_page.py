@@ -274,3 +274,26 @@ def test_trl_optimizer_defaults_differ_from_the_chapter_loop():
     text = source(train_grpo)
     assert "optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate)" in text
     assert "clip_grad" not in text and "scheduler" not in text
+
+
+def test_length_figure_grpo_wrong_answers_stay_longer_than_dapo():
+    # tiny-lm.md, under the length figure (drawn from docs/data/tiny_lm_figures.json): “三个种子里，grpo 答错回答的平均长度
+    # 在第 5 到 40 步的每一步都比 dapo 长，到第 40 步差距在缩小；dr_grpo 与 dapo 两条线几乎重合”.
+    import json
+
+    from .pinned import DOCS
+
+    runs = json.loads((DOCS / "data" / "tiny_lm_figures.json").read_text(encoding="utf-8"))["length_lesson"]
+    assert sorted(runs) == ["0", "1", "2"]
+
+    def gaps(seed, loss_type):
+        rows, dapo = runs[seed][loss_type], runs[seed]["dapo"]
+        assert [r["step"] for r in rows] == [r["step"] for r in dapo] == list(range(0, 45, 5))
+        return [r["length_wrong"] - d["length_wrong"] for r, d in zip(rows[1:], dapo[1:], strict=True)]
+
+    grpo = [gaps(seed, "grpo") for seed in runs]
+    assert all(g > 0 for seed in grpo for g in seed)
+    mean = [sum(col) / len(col) for col in zip(*grpo, strict=True)]
+    assert mean[-1] < max(mean) / 2  # the gap narrows by step 40
+    dr_grpo = [abs(g) for seed in runs for g in gaps(seed, "dr_grpo")]
+    assert max(dr_grpo) < 0.1 < max(mean)
