@@ -91,3 +91,22 @@ def test_soft_overlong_punishment_lives_in_trl_rewards():
         "max_completion_len",
         "soft_punish_cache",
     ]
+
+
+def test_trl_options_for_truncation_length_and_aggregation():
+    # reasoning.md: “accuracy_reward 解析回答时用 LatexExtractionConfig(..., try_extract_without_anchor=False)”；
+    # “GRPOConfig.mask_truncated_completions（默认 False；打开后最后一个 token 不是 EOS 或填充符的回答不进损失）”；
+    # “TRL 1.16 还带一个控制长度的奖励 get_cosine_scaled_reward(max_len, ...)”；
+    # “多个奖励默认先加权求和再做组内归一化（sum_then_normalize），也可以 normalize_then_sum”.
+    from trl.rewards import get_cosine_scaled_reward
+
+    assert "try_extract_without_anchor=False" in source(accuracy_reward)
+    assert default_config(GRPOConfig).mask_truncated_completions is False
+    text = source(GRPOTrainer._generate_and_score_completions)
+    assert "if self.mask_truncated_completions:" in text
+    assert "eos_and_pad = [*self.eos_token_ids, self._tokenizer.pad_token_id]" in text
+    assert "is_truncated = torch.tensor([ids[-1] not in eos_and_pad for ids in completion_ids_list]" in text
+    assert "completion_mask = completion_mask * (~is_truncated).unsqueeze(1).int()" in text
+    assert list(inspect.signature(get_cosine_scaled_reward).parameters)[0] == "max_len"
+    assert default_config(GRPOConfig).multi_objective_aggregation == "sum_then_normalize"
+    assert 'elif self.multi_objective_aggregation == "normalize_then_sum":' in text
