@@ -43,6 +43,7 @@ import torch
 
 from rlhf_toy.demos.reasoning import best_of_n_sweep, pass_at_k_curve, rl_from, warm_start
 from rlhf_toy.tasks.addition import decode
+from rlhf_toy.tasks.scratchpad import accuracy_reward, format_reward, to_completions
 
 torch.set_num_threads(1)  # 这些矩阵很小，单线程反而最快
 
@@ -71,8 +72,20 @@ for p, c in zip(prompts, completions, strict=True):
     print(f"{decode(p):>7} → {decode(c):<10}（答案 {task.answers(p[None])[0]}）")
 
 # %% [markdown]
-# `accuracy_with_scratchpad` 与 `accuracy_without_scratchpad` 是采样回答里写了 / 没写草稿的那些的正确率：
-# 两种写法哪个更准，决定了强化学习会把写草稿的比例往哪边推。
+# `accuracy_with_scratchpad` 与 `accuracy_without_scratchpad` 是采样回答里写了 / 没写草稿的那些的正确率。
+# 这只是一次采样，数字随采样而变，与页面上完整版缓存里的数不必相同。写草稿的更准时，写草稿的回答平均拿到更高的优势；
+# 页面把“强化学习因此推高写草稿的比例”当作一个解释，并写了它的证据与没有排除的其他原因。
+#
+# 格式奖励的漏洞不用训练就能看到：一个对每道题都写 `00.00=0` 的“模型”拿满格式分，一道题也没算对。
+
+# %%
+heldout = task.heldout_prompts()
+constant = to_completions(["00.00=0|"] * len(heldout), width=task.max_completion_length)
+print(
+    f"常数回答 00.00=0：格式奖励 {format_reward(constant).mean():.3f}，"
+    f"答案奖励 {accuracy_reward(task.answers(heldout), constant).mean():.3f}，"
+    f"训练奖励（答案 + 0.2 × 格式）{task.reward(heldout, constant).mean():.3f}"
+)
 
 # %% [markdown]
 # ## GRPO 与拒绝采样微调：同样多的采样回答
