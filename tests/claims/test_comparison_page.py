@@ -82,15 +82,17 @@ def test_rloo_logs_frac_reward_zero_std_and_entropy():
     # comparison.md health table, row REINFORCE / RLOO: “`reward`、`kl`、`frac_reward_zero_std`、`entropy`” are what TRL's
     # RLOOTrainer logs.
     text = source(trl.RLOOTrainer)
-    assert 'self._metrics[mode]["frac_reward_zero_std"].append(' in text
-    assert 'self._metrics[mode]["entropy"].append(' in text
+    for name in ("reward", "kl", "frac_reward_zero_std", "entropy"):
+        assert f'self._metrics[mode]["{name}"].append(' in text, name
+    assert 'self._metrics[mode]["frac_reward_zero_std"].append(is_std_zero.float().mean().item())' in text
 
 
 def test_rloo_checks_the_group_std_of_the_kl_shaped_reward():
     # comparison.md health table, row REINFORCE / RLOO: “TRL 的 RLOO 在 beta > 0 时先从奖励里扣掉 KL 再判断组内标准差”.
     text = source(trl.RLOOTrainer._generate_and_score_completions)
     shaped = text.index("rewards = rewards - self.beta * kl")
-    assert text.rindex("if self.beta != 0.0:", 0, shaped) < shaped
+    guard = text.rindex("if self.beta != 0.0:", 0, shaped)  # the guard of the KL penalty, not an earlier one
+    assert "Include the KL penalty in the reward" in text[text.rindex("#", 0, guard) - 80 : guard]
     assert (
         shaped
         < text.index("grouped_rewards = rewards.view(-1, num_generations)")
