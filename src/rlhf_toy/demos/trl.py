@@ -264,8 +264,9 @@ def time_grpo_parts(trainer) -> dict[str, float]:
 def step_breakdown(seconds: dict[str, float], total: float, steps: int) -> dict[str, float]:
     """一步的时间花在哪（每步平均秒数）。
 
-    一步 = `training_step`（取一批：生成、打分、算优势；再前向算损失、反向传播）+ 梯度范数上限的缩放、优化器一步、
-    日志与回调。多进程时，进程间的同步几乎都落在前面几部分里：DDP 对梯度的 all-reduce 发生在 `loss.backward()` 里，
+    一步（`on_step_begin` 到 `on_step_end`）= `training_step`（生成、打分、算优势；再前向算损失、反向传播）+ 梯度范数
+    上限的缩放与优化器一步。取批次在 `on_step_begin` 之前，日志（连同其中损失的 `gather`）在 `on_step_end` 之后
+    （transformers 5.24.0 `Trainer` 的内循环），都不在计时之内，所以按它算的每步耗时是下限。多进程时，进程间的同步几乎都落在前面几部分里：DDP 对梯度的 all-reduce 发生在 `loss.backward()` 里，
     计入`反向传播`；奖励的 `gather` 在 `_calculate_rewards` 里，计入`打分`；回答长度的 `gather` 计入`生成`，
     `num_items_in_batch` 的 `gather` 计入`其余准备`，指标的 `gather` 计入`前向与损失`。
 
@@ -275,8 +276,8 @@ def step_breakdown(seconds: dict[str, float], total: float, steps: int) -> dict[
         steps: 步数。
 
     Returns:
-        `生成`、`打分`、`其余准备`（分词、拼接、优势）、`前向与损失`、`反向传播`、`其余`（梯度范数上限的缩放、
-        优化器一步、日志；日志里还有一次损失的 `gather`）。
+        `生成`（含提示词的分词与回答的解码）、`打分`、`其余准备`（拼接、优势）、`前向与损失`、`反向传播`、
+        `其余`（梯度范数上限的缩放、优化器一步）。
     """
     scoring = seconds["_generate_and_score_completions"]
     parts = {
