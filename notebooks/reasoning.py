@@ -172,3 +172,21 @@ if cache_path.exists():
         print(f"{name:<18}" + "  ".join(f"pass@{k} {v:.3f}" for k, v in curve.items()))
 else:
     print("没有找到 docs/data/reasoning.json（在 Colab 里请克隆仓库后再读，或自己运行 scripts/run_reasoning.py）")
+
+# %% [markdown]
+# ## 动手写：pass@k
+#
+# 把下面的 `raise NotImplementedError` 换成你的实现，再运行下一格。`check_pass_at_k` 把几组固定的输入（含 $c = 0$、$n - c < k$ 与
+# $n = 200$、$k = 64$）同时交给你的函数和本书的实现，比较返回的数，第一处不一致时说出是哪个输入、期望什么、得到了什么，
+# 以及这种症状通常来自什么错误；全部通过时说明检查了哪些情形。还没动手时它只提醒你函数还没有实现。
+
+# %%
+from rlhf_toy.exercises import check_pass_at_k
+
+
+def my_pass_at_k(n, c, k):
+    raise NotImplementedError  # 换成你的实现：返回 [0, 1] 内的浮点数
+
+
+# %%
+result = check_pass_at_k(my_pass_at_k)

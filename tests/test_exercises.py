@@ -254,6 +254,7 @@ READERS = [
     ("completion_mask", _mask_before_eos, "eos_excluded"),
     ("completion_mask", _mask_not_pad, "pad_based"),
     ("addition_reward", _reward_from_text, "eos_not_required"),
+    ("pass_at_k", lambda n, c, k: 1 - (1 - c / n) ** k, "biased_from_pass_at_1"),
 ]
 
 
@@ -276,6 +277,9 @@ def _map_main(ret, f):
         return (f(ret[0]), *ret[1:])
     if isinstance(ret, list):
         return [float(v) for v in f(torch.tensor(ret)).tolist()]
+    if isinstance(ret, float):  # pass_at_k returns a Python float
+        out = f(torch.tensor(ret))
+        return out.item() if out.dim() == 0 and not out.requires_grad else out
     return f(ret)
 
 
@@ -400,6 +404,7 @@ CHAPTER_CHECKERS = {
     "comparison": ["check_reverse_kl_optimum"],
     "tiny-lm": ["check_completion_mask"],
     "trl": ["check_addition_reward"],
+    "reasoning": ["check_pass_at_k"],
 }
 
 

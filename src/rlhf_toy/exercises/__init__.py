@@ -21,8 +21,9 @@ r"""读者自己动手写的练习，以及会说出“错在哪里”的检查�
 | 8 | `check_reverse_kl_optimum` | `reverse_kl_optimum(ref_logps, rewards, beta)` |
 | 9 | `check_completion_mask` | `completion_mask(completions, eos_id)` |
 | 10 | `check_addition_reward` | `addition_reward(completion_ids, a, b, **kwargs)`（TRL 的奖励函数） |
+| 11 | `check_pass_at_k` | `pass_at_k(n, c, k)` |
 
-加一道新练习（例如第 11 章的 pass@k 估计量）：新建一个模块，写出用例（`Case`）、常见错误（`Mistake`，每个带一份
+加一道新练习：新建一个模块，写出用例（`Case`）、常见错误（`Mistake`，每个带一份
 有这个错误的实现）和 `Exercise`，用 `run_check` 写 `check_<名字>`，把它加进本模块的 `EXERCISES` 与 `__all__`；
 `tests/test_exercises.py` 会要求参考实现通过、每个报告键都被一个错误实现触发，并要求章节页与 notebook 里有 `check_` 调用。
 
@@ -44,6 +45,7 @@ from rlhf_toy.exercises import (
     overview,
     policy_gradient,
     ppo,
+    reasoning,
     reward_model,
     tiny_lm,
     trl,
@@ -58,6 +60,7 @@ from rlhf_toy.exercises.kl import check_kl_estimate
 from rlhf_toy.exercises.overview import check_sequence_logps
 from rlhf_toy.exercises.policy_gradient import check_rloo_advantages
 from rlhf_toy.exercises.ppo import check_gae_advantages, check_ppo_policy_loss
+from rlhf_toy.exercises.reasoning import check_pass_at_k
 from rlhf_toy.exercises.reward_model import check_bradley_terry_loss
 from rlhf_toy.exercises.tiny_lm import check_completion_mask
 from rlhf_toy.exercises.trl import check_addition_reward
@@ -78,6 +81,7 @@ EXERCISES: dict[str, Exercise] = {
         comparison.EXERCISE,
         tiny_lm.EXERCISE,
         trl.EXERCISE,
+        reasoning.EXERCISE,
     )
 }
 """全部练习，键是函数名（`check_<键>` 是它的检查器）。"""
@@ -94,6 +98,7 @@ __all__ = [
     "check_group_advantages",
     "check_ipo_loss",
     "check_kl_estimate",
+    "check_pass_at_k",
     "check_ppo_policy_loss",
     "check_reverse_kl_optimum",
     "check_rloo_advantages",
