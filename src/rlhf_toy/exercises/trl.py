@@ -2,7 +2,8 @@ r"""第 10 章的练习：给 TRL 写奖励函数 `addition_reward(completion_id
 
 TRL 用关键字参数调用奖励函数：`prompts`、`completions`（解码后的文本，TRL 1.16 解码时 `skip_special_tokens=True`，
 `<eos>`、`<pad>` 都被去掉）、`completion_ids`（每条回答的 token 编号），再加上数据集的其余列（这里是 `a`、`b`）。
-检查器照这个样子调用读者的函数，不需要安装 TRL。
+检查器用同样的参数名调用读者的函数（不需要安装 TRL），但不传 TRL 的 `trainer_state`、`log_extra` 等其余参数，
+`prompts` 也不带 `<bos>`：所以它查不出签名里漏了 `**kwargs`。
 """
 
 from __future__ import annotations
@@ -111,7 +112,7 @@ EXERCISE = Exercise("addition_reward", addition_reward, _cases(), _outputs, MIST
 def check_addition_reward(your_fn: Callable[..., Any], *, verbose: bool = True) -> CheckResult:
     r"""检查读者写给 TRL 的奖励函数 `addition_reward(completion_ids, a, b, **kwargs)`（第 10 章）。
 
-    像 TRL 1.16 那样用关键字参数调用（`prompts`、`completions`、`completion_ids`、`a`、`b`）。用例：对错混合、
+    用 TRL 1.16 的参数名以关键字参数调用（`prompts`、`completions`、`completion_ids`、`a`、`b`；不传 `trainer_state` 等）。用例：对错混合、
     回答 81 后面跟 EOS / 填充 / 什么都没有、前导零、空回答；比较返回的奖励列表（参考实现与
     `rlhf_toy.integrations.trl.reward_function(AdditionTask())` 相同）。
 
