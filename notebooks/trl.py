@@ -57,7 +57,7 @@ torch.set_num_threads(1)
 transformers.utils.logging.disable_progress_bar()
 
 # %% [markdown]
-# 本 notebook 的预算都在下面这一格。完整版：SFT 热启动（到训练题正确率 0.5 为止）之后 GRPO 30 步，几分钟；
+# 本 notebook 的预算都在下面这一格。完整版：SFT 热启动（到训练题正确率 0.5 为止）之后 GRPO 30 步，CPU 上要跑很久（每格打印了用时）；
 # 环境变量 `DQN_QUICK=1` 时（CI 重新执行 notebook 时会设）SFT 与 GRPO 都只跑几步，只确认流程能走通。
 
 # %%
@@ -101,7 +101,7 @@ print(out.stdout)
 
 # %%
 PART_NAMES = {"生成": "generate", "打分": "reward", "其余准备": "other prep", "前向与损失": "forward + loss",
-              "反向传播": "backward", "其余": "optimizer, clipping, logging"}
+              "反向传播": "backward", "其余": "optimizer, clipping"}
 cache_path = Path("docs/data/trl.json")
 if cache_path.exists():
     cache = json.loads(cache_path.read_text(encoding="utf-8"))
@@ -125,3 +125,22 @@ if cache_path.exists():
     plt.show()
 else:
     print("没有找到 docs/data/trl.json（在 Colab 里请克隆仓库后再读，或自己运行 scripts/run_trl.py）")
+
+# %% [markdown]
+# ## 动手写：TRL 的奖励函数
+#
+# 把下面的 `raise NotImplementedError` 换成你的实现，再运行下一格。`check_addition_reward` 把几组固定的输入（含边界情形）同时交给你的函数和本书的实现，
+# 比较返回的奖励，第一处不一致时说出是哪个输入、期望什么、得到了什么，以及这种症状通常来自什么错误；全部通过时说明检查了哪些情形。
+# 还没动手时它只提醒你函数还没有实现。想先看看报告长什么样，可以把正文练习里的那个错误写法交给它。
+
+# %%
+from rlhf_toy.tasks.addition import EOS, decode, encode
+from rlhf_toy.exercises import check_addition_reward
+
+
+def my_addition_reward(completion_ids, a, b, **kwargs):
+    raise NotImplementedError  # 换成你的实现：返回 list[float]
+
+
+# %%
+result = check_addition_reward(my_addition_reward)
