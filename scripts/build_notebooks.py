@@ -38,8 +38,14 @@ def build(py: Path) -> Path:
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.metadata.pop("jupytext", None)
     os.environ.pop("MPLBACKEND", None)
-    NotebookClient(nb, timeout=600, kernel_name="python3", allow_errors=False, record_timing=False,
-                   resources={"metadata": {"path": str(ROOT)}}).execute()
+    NotebookClient(
+        nb,
+        timeout=600,
+        kernel_name="python3",
+        allow_errors=False,
+        record_timing=False,
+        resources={"metadata": {"path": str(ROOT)}},
+    ).execute()
     out = DST / f"{py.stem}.ipynb"
     out.parent.mkdir(parents=True, exist_ok=True)
     jupytext.write(nb, out, fmt="ipynb")
@@ -55,10 +61,11 @@ def problems() -> list[str]:
             continue
         built = jupytext.read(ipynb)
         if cell_inputs(jupytext.read(py)) != cell_inputs(built):
-            found.append(f"out of sync: {ipynb.relative_to(ROOT)} != {py.relative_to(ROOT)} "
-                         f"(run: python scripts/build_notebooks.py {py.stem})")
-        elif any(c.cell_type == "code" and c.source.strip() and c.get("execution_count") is None
-                 for c in built.cells):
+            found.append(
+                f"out of sync: {ipynb.relative_to(ROOT)} != {py.relative_to(ROOT)} "
+                f"(run: python scripts/build_notebooks.py {py.stem})"
+            )
+        elif any(c.cell_type == "code" and c.source.strip() and c.get("execution_count") is None for c in built.cells):
             found.append(f"not executed: {ipynb.relative_to(ROOT)}")
     for ipynb in sorted(DST.glob("*.ipynb")):
         if not (SRC / f"{ipynb.stem}.py").exists():

@@ -33,21 +33,34 @@ def ones(*shape):
 @pytest.mark.parametrize(
     ("call", "match"),
     [
-        (lambda: grpo_loss(ones(B, T), ones(B, 2), ones(B, T), ones(B), ones(B, T)),
-         r"old_logps 的形状是 \(4, 2\)，期望 \(4, 3\)（与 logps 相同）"),
-        (lambda: grpo_loss(ones(B, T), ones(B, T), ones(B, T), ones(B), ones(B, 2)),
-         r"mask 的形状是 \(4, 2\)，期望 \(4, 3\)"),
-        (lambda: grpo_loss(ones(B, T), ones(B, T), ones(B, T), ones(B + 1), ones(B, T)),
-         r"advantages 的形状是 \(5,\)，期望 \(4,\)"),
+        (
+            lambda: grpo_loss(ones(B, T), ones(B, 2), ones(B, T), ones(B), ones(B, T)),
+            r"old_logps 的形状是 \(4, 2\)，期望 \(4, 3\)（与 logps 相同）",
+        ),
+        (
+            lambda: grpo_loss(ones(B, T), ones(B, T), ones(B, T), ones(B), ones(B, 2)),
+            r"mask 的形状是 \(4, 2\)，期望 \(4, 3\)",
+        ),
+        (
+            lambda: grpo_loss(ones(B, T), ones(B, T), ones(B, T), ones(B + 1), ones(B, T)),
+            r"advantages 的形状是 \(5,\)，期望 \(4,\)",
+        ),
         (lambda: grpo_loss(ones(B), ones(B), ones(B), ones(B), ones(B)), r"logps 的形状是 \(4,\)，期望 2 维 \(B, T\)"),
         (lambda: grpo_loss(ones(B, T), ones(B, T), ones(B, T), ones(B), ones(B, T), beta=-0.1), r"beta 应 ≥ 0"),
         (lambda: grpo_loss(ones(B, T), None, None, ones(B), ones(B, T), beta=0.1), r"beta > 0 时需要 ref_logps"),
-        (lambda: grpo_loss(torch.full((B, T), float("nan")), None, None, ones(B), ones(B, T), beta=0.0),
-         r"logps 含 12 个非有限值"),
+        (
+            lambda: grpo_loss(torch.full((B, T), float("nan")), None, None, ones(B), ones(B, T), beta=0.0),
+            r"logps 含 12 个非有限值",
+        ),
         (lambda: grpo_loss(ones(B, T), None, None, ones(B), 2 * ones(B, T), beta=0.0), r"mask 只能含 0 和 1"),
-        (lambda: grpo_loss(ones(B, T), None, None, ones(B), ones(B, T), beta=0.0, loss_type="mean"),
-         r"未知的 loss_type='mean'；可选：'grpo', 'bnpo', 'dr_grpo', 'dapo'"),
-        (lambda: group_advantages(ones(6), num_generations=4), r"rewards 的形状是 \(6,\).*不能被 num_generations=4 整除"),
+        (
+            lambda: grpo_loss(ones(B, T), None, None, ones(B), ones(B, T), beta=0.0, loss_type="mean"),
+            r"未知的 loss_type='mean'；可选：'grpo', 'bnpo', 'dr_grpo', 'dapo'",
+        ),
+        (
+            lambda: group_advantages(ones(6), num_generations=4),
+            r"rewards 的形状是 \(6,\).*不能被 num_generations=4 整除",
+        ),
         (lambda: group_advantages(ones(2, 4), num_generations=4), r"rewards 的形状是 \(2, 4\)，期望 1 维 \(B,\)"),
         (lambda: group_advantages(ones(4), num_generations=0), r"num_generations 应是正整数"),
         (lambda: group_advantages(torch.tensor([1.0, float("inf")]), num_generations=2), r"rewards 含 1 个非有限值"),
@@ -56,12 +69,16 @@ def ones(*shape):
         (lambda: dpo_loss(ones(B), ones(B), ones(B), ones(B), beta=-1.0), r"beta 应 ≥ 0"),
         (lambda: kl_estimate(ones(B, T), ones(B, 1)), r"ref_logps 的形状是 \(4, 1\)，期望 \(4, 3\)"),
         (lambda: kl_estimate(ones(B, T), ones(B, T), estimator="k4"), r"可选：'k1', 'k2', 'k3'"),
-        (lambda: aggregate_loss(ones(B, T), ones(B, T), "dr_grpo", max_completion_length=0),
-         r"max_completion_length 应 ≥ 1"),
+        (
+            lambda: aggregate_loss(ones(B, T), ones(B, T), "dr_grpo", max_completion_length=0),
+            r"max_completion_length 应 ≥ 1",
+        ),
         (lambda: masked_mean(ones(B, T), ones(T, B)), r"mask 的形状是 \(3, 4\)，期望 \(4, 3\)（与 x 相同）"),
         (lambda: TablePolicy(ones(3)), r"logits 的形状是 \(3,\)，期望 2 维"),
-        (lambda: TablePolicy(ones(3, 4)).logps(torch.arange(3), torch.zeros(3, 2, dtype=torch.long)),
-         r"completions 的形状是 \(3, 2\)，期望 \(3, 1\)"),
+        (
+            lambda: TablePolicy(ones(3, 4)).logps(torch.arange(3), torch.zeros(3, 2, dtype=torch.long)),
+            r"completions 的形状是 \(3, 2\)，期望 \(3, 1\)",
+        ),
         (lambda: BanditTask.make(n_prompts=5, n_answers=1), r"n_answers ≥ 2"),
     ],
 )
@@ -79,8 +96,9 @@ def test_all_zero_mask_row_contributes_nothing_and_gives_no_nan():
     logps = torch.randn(2, 3, requires_grad=True)
     mask = torch.tensor([[1.0, 1.0, 0.0], [0.0, 0.0, 0.0]])
     for loss_type in ("grpo", "bnpo", "dr_grpo", "dapo"):
-        loss, metrics = grpo_loss(logps, None, logps.detach() - 0.1, torch.tensor([1.0, -1.0]), mask,
-                                  loss_type=loss_type)
+        loss, metrics = grpo_loss(
+            logps, None, logps.detach() - 0.1, torch.tensor([1.0, -1.0]), mask, loss_type=loss_type
+        )
         loss.backward()
         assert torch.isfinite(loss)
         assert torch.equal(logps.grad[1], torch.zeros(3)), loss_type
@@ -137,7 +155,9 @@ def test_eps_must_be_finite_and_nonnegative(eps, match):
 
 @pytest.mark.parametrize("advantage_fn", [group_advantages, rloo_advantages])
 def test_integer_rewards_are_refused_with_a_value_error(advantage_fn):
-    with pytest.raises(ValueError, match=r"rewards 应是浮点张量，实际 dtype 是 torch.int64；请先转换，例如 rewards.float\(\)"):
+    with pytest.raises(
+        ValueError, match=r"rewards 应是浮点张量，实际 dtype 是 torch.int64；请先转换，例如 rewards.float\(\)"
+    ):
         advantage_fn(torch.tensor([1, 0, 1, 0]), num_generations=2)
 
 
@@ -242,8 +262,15 @@ def test_an_empty_batch_is_refused_for_every_loss_type(loss_type):
     with pytest.raises(ValueError, match=r"per_token_loss 的形状是 \(0, 3\)：空批次（B = 0）"):
         aggregate_loss(torch.zeros(0, T), torch.zeros(0, T), loss_type)
     with pytest.raises(ValueError, match=r"空批次"):
-        grpo_loss(torch.zeros(0, T, requires_grad=True), None, None, torch.zeros(0), torch.zeros(0, T),
-                  beta=0.0, loss_type=loss_type)
+        grpo_loss(
+            torch.zeros(0, T, requires_grad=True),
+            None,
+            None,
+            torch.zeros(0),
+            torch.zeros(0, T),
+            beta=0.0,
+            loss_type=loss_type,
+        )
 
 
 def test_infinite_beta_is_refused_instead_of_giving_nan():

@@ -51,8 +51,21 @@ def test_first_cells_are_the_colab_badge_and_the_install_cell(py):
 def test_install_cell_installs_the_package_in_a_clean_environment(tmp_path):
     """What Colab does: rlhf_toy is missing, torch is present; the cell pip-installs the package."""
     wheel_dir = tmp_path / "wheel"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                    "-w", str(wheel_dir), str(ROOT)], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(wheel_dir),
+            str(ROOT),
+        ],
+        check=True,
+    )
     wheel = next(wheel_dir.glob("rlhf_toy-*.whl"))
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)
@@ -60,15 +73,21 @@ def test_install_cell_installs_the_package_in_a_clean_environment(tmp_path):
     # Stand-in for Colab's preinstalled torch: expose this environment's torch, but not rlhf_toy.
     import torch
 
-    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          capture_output=True, text=True, check=True).stdout.strip()
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     Path(site, "colab_torch.pth").write_text(str(Path(torch.__file__).parents[1]) + "\n")
     check = "import importlib.util, sys; sys.exit(importlib.util.find_spec('rlhf_toy') is not None)"
     assert subprocess.run([str(python), "-c", check]).returncode == 0, "rlhf_toy must be missing at first"
 
     install_cell = jupytext.read(ROOT / "notebooks" / "overview.py").cells[2].source
-    script = install_cell + "\nfrom rlhf_toy import group_advantages\nimport torch\n" \
+    script = (
+        install_cell + "\nfrom rlhf_toy import group_advantages\nimport torch\n"
         "print(group_advantages(torch.tensor([1.0, 0.0]), num_generations=2).tolist())\n"
+    )
     env = {**os.environ, "RLHF_TOY_SOURCE": str(wheel), "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
     out = subprocess.run([str(python), "-c", script], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr

@@ -75,15 +75,21 @@ def test_importing_rlhf_toy_applies_the_settings_and_respects_the_readers_own():
     bare = {k: v for k, v in os.environ.items() if k not in PINNED}
     out = subprocess.run([sys.executable, "-c", code], env=bare, capture_output=True, text=True, check=True)
     assert out.stdout.split() == [PINNED["MKL_CBWR"], PINNED["ATEN_CPU_CAPABILITY"]]
-    out = subprocess.run([sys.executable, "-c", code], env={**bare, "MKL_CBWR": "AUTO"}, capture_output=True,
-                         text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], env={**bare, "MKL_CBWR": "AUTO"}, capture_output=True, text=True, check=True
+    )
     assert out.stdout.split()[0] == "AUTO"
 
 
 def test_each_library_reports_the_pinned_code_path():
     code = "import rlhf_toy, torch; torch.nn.functional.gelu(torch.ones(64, 64) @ torch.ones(64, 64))"
-    out = subprocess.run([sys.executable, "-c", code], env=_env(MKL_VERBOSE="1", ONEDNN_VERBOSE="1"),
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env=_env(MKL_VERBOSE="1", ONEDNN_VERBOSE="1"),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert "CNR:COMPATIBLE" in out  # MKL's SGEMM runs on its vendor-independent branch
     assert "eltwise,jit:avx2," in out  # oneDNN's GELU uses its AVX2 JIT code, whatever the CPU has
 
@@ -100,8 +106,11 @@ def test_sft_warm_start_is_bit_identical_under_emulated_cpus():
 
 def test_without_the_pins_the_same_emulation_changes_the_weights():
     # Control: the caps above are not no-ops. 30 SFT steps are enough to see a different last bit.
-    unpinned_mkl = _fingerprints(30, _env(MKL_CBWR="AUTO", MKL_ENABLE_INSTRUCTIONS="AVX2"),
-                                 _env(MKL_CBWR="AUTO", MKL_ENABLE_INSTRUCTIONS="SSE4_2"))
+    unpinned_mkl = _fingerprints(
+        30,
+        _env(MKL_CBWR="AUTO", MKL_ENABLE_INSTRUCTIONS="AVX2"),
+        _env(MKL_CBWR="AUTO", MKL_ENABLE_INSTRUCTIONS="SSE4_2"),
+    )
     capped_onednn = _fingerprints(30, _env(ONEDNN_MAX_CPU_ISA="AVX2"), _env(ONEDNN_MAX_CPU_ISA="SSE41"))
     assert unpinned_mkl[0] != unpinned_mkl[1]
     assert capped_onednn[0] != capped_onednn[1]

@@ -134,7 +134,7 @@ def test_trl_score_after_eos_differs_from_score_on_eos_when_lambda_below_one():
 def n_step_advantage(rewards, values, positions, i, n, gamma):
     """Â^(n)_t = Σ_{l<n} γ^l r_{t+l} + γ^n V_{t+n} − V_t，只数掩码为 1 的位置；越过结尾处 r = V = 0。"""
     steps = positions[i : i + n]
-    total = sum(gamma**l * rewards[t] for l, t in enumerate(steps))
+    total = sum(gamma**j * rewards[t] for j, t in enumerate(steps))
     if i + n < len(positions):
         total += gamma**n * values[positions[i + n]]
     return total - values[positions[i]]

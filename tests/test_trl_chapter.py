@@ -57,8 +57,18 @@ def test_grpo_config_maps_field_by_field():
     task = AdditionTask(seed=0)
     ours = grpo_config(quick=True, max_completion_length=task.max_completion_length)
     theirs = trl_bridge.trl_grpo_config(ours, task, output_dir="/tmp/rlhf_toy_test_trl")
-    for name in ("num_generations", "epsilon", "epsilon_high", "beta", "learning_rate", "num_iterations",
-                 "scale_rewards", "loss_type", "importance_sampling_level", "max_completion_length"):
+    for name in (
+        "num_generations",
+        "epsilon",
+        "epsilon_high",
+        "beta",
+        "learning_rate",
+        "num_iterations",
+        "scale_rewards",
+        "loss_type",
+        "importance_sampling_level",
+        "max_completion_length",
+    ):
         assert getattr(theirs, name) == getattr(ours, name), name
     assert theirs.max_steps == ours.steps
     assert theirs.per_device_train_batch_size == task.batch_size * ours.num_generations
@@ -88,8 +98,12 @@ def test_two_processes_both_take_part_and_end_with_identical_parameters(tmp_path
     from rlhf_toy.integrations.trl import make_model
 
     make_model(seed=1).save_pretrained(tmp_path)  # --init-from reaches both processes
-    out = subprocess.run([sys.executable, "-m", "rlhf_toy", "trl", "grpo", "--quick", "--processes", "2",
-                          "--init-from", str(tmp_path)], capture_output=True, text=True, timeout=600)
+    out = subprocess.run(
+        [sys.executable, "-m", "rlhf_toy", "trl", "grpo", "--quick", "--processes", "2", "--init-from", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     assert "2 个进程；热启动模型从目录载入" in out.stdout
     digests = json.loads(out.stdout.split("各进程参数摘要 ")[1].splitlines()[0].replace("'", '"'))
@@ -116,18 +130,38 @@ def test_config_map_names_real_options():
     from trl import GRPOConfig
 
     trl_fields = {f.name for f in dataclasses.fields(GRPOConfig)}
-    assert {"num_generations", "scale_rewards", "epsilon", "epsilon_high", "beta", "use_bias_correction_kl",
-            "loss_type", "importance_sampling_level", "num_iterations", "max_completion_length",
-            "learning_rate"} <= trl_fields
+    assert {
+        "num_generations",
+        "scale_rewards",
+        "epsilon",
+        "epsilon_high",
+        "beta",
+        "use_bias_correction_kl",
+        "loss_type",
+        "importance_sampling_level",
+        "num_iterations",
+        "max_completion_length",
+        "learning_rate",
+    } <= trl_fields
     assert not {"dynamic_sampling", "filter_groups"} & trl_fields  # "没有对应选项"
     verl = Path(importlib.util.find_spec("verl").origin).parent  # not imported: `import verl` needs ray
     tree = OmegaConf.load(verl / "trainer" / "config" / "_generated_ppo_trainer.yaml")
-    for key in ("actor_rollout_ref.rollout.n", "algorithm.norm_adv_by_std_in_grpo",
-                "actor_rollout_ref.actor.clip_ratio_low", "actor_rollout_ref.actor.clip_ratio_high",
-                "actor_rollout_ref.actor.use_kl_loss", "actor_rollout_ref.actor.kl_loss_coef",
-                "actor_rollout_ref.actor.kl_loss_type", "actor_rollout_ref.actor.loss_agg_mode",
-                "actor_rollout_ref.actor.policy_loss.loss_mode", "actor_rollout_ref.actor.ppo_epochs",
-                "data.max_response_length", "actor_rollout_ref.actor.optim.lr", "actor_rollout_ref.actor.grad_clip", "algorithm.filter_groups.enable"):
+    for key in (
+        "actor_rollout_ref.rollout.n",
+        "algorithm.norm_adv_by_std_in_grpo",
+        "actor_rollout_ref.actor.clip_ratio_low",
+        "actor_rollout_ref.actor.clip_ratio_high",
+        "actor_rollout_ref.actor.use_kl_loss",
+        "actor_rollout_ref.actor.kl_loss_coef",
+        "actor_rollout_ref.actor.kl_loss_type",
+        "actor_rollout_ref.actor.loss_agg_mode",
+        "actor_rollout_ref.actor.policy_loss.loss_mode",
+        "actor_rollout_ref.actor.ppo_epochs",
+        "data.max_response_length",
+        "actor_rollout_ref.actor.optim.lr",
+        "actor_rollout_ref.actor.grad_clip",
+        "algorithm.filter_groups.enable",
+    ):
         assert OmegaConf.select(tree, key, default=KeyError) is not KeyError, key
     assert OmegaConf.select(tree, "actor_rollout_ref.actor.kl_loss_type") == "low_var_kl"
     assert OmegaConf.select(tree, "actor_rollout_ref.actor.grad_clip") == 1.0  # 梯度范数上限 row
@@ -173,10 +207,21 @@ def test_grpo_refuses_a_batch_that_splits_a_group():
 
     # x steps_per_generation (defaults to gradient_accumulation_steps)
     with pytest.raises(ValueError, match=r"must be divisible by num_generations"):
-        GRPOConfig(output_dir="/tmp/rlhf_toy_test_trl", use_cpu=True, report_to="none",
-                   per_device_train_batch_size=6, num_generations=4)
-    config = GRPOConfig(output_dir="/tmp/rlhf_toy_test_trl", use_cpu=True, report_to="none",
-                        per_device_train_batch_size=6, num_generations=4, gradient_accumulation_steps=2)
+        GRPOConfig(
+            output_dir="/tmp/rlhf_toy_test_trl",
+            use_cpu=True,
+            report_to="none",
+            per_device_train_batch_size=6,
+            num_generations=4,
+        )
+    config = GRPOConfig(
+        output_dir="/tmp/rlhf_toy_test_trl",
+        use_cpu=True,
+        report_to="none",
+        per_device_train_batch_size=6,
+        num_generations=4,
+        gradient_accumulation_steps=2,
+    )
     assert (config.steps_per_generation, config.generation_batch_size) == (2, 12)
 
 
@@ -206,8 +251,13 @@ def test_cpu_flag_starts_one_process(tmp_path):
     script = tmp_path / "world.py"
     script.write_text("import os; print('WORLD_SIZE', os.environ.get('WORLD_SIZE'))\n", encoding="utf-8")
     accelerate = str(Path(sys.executable).with_name("accelerate"))
-    out = subprocess.run([accelerate, "launch", "--num_processes", "2", "--cpu", str(script)],
-                         capture_output=True, text=True, timeout=300, check=True).stdout
+    out = subprocess.run(
+        [accelerate, "launch", "--num_processes", "2", "--cpu", str(script)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    ).stdout
     assert out.count("WORLD_SIZE") == 1 and "WORLD_SIZE None" in out  # the launcher does not set WORLD_SIZE
 
 
@@ -215,6 +265,14 @@ def test_launcher_options_exist():
     # docs/trl.md: the multi-GPU / multi-node options of accelerate launch
     accelerate = str(Path(sys.executable).with_name("accelerate"))
     help_text = subprocess.run([accelerate, "launch", "--help"], capture_output=True, text=True, check=True).stdout
-    for option in ("--multi_gpu", "--num_processes", "--num_machines", "--machine_rank", "--main_process_ip",
-                   "--main_process_port", "--config_file", "--module"):
+    for option in (
+        "--multi_gpu",
+        "--num_processes",
+        "--num_machines",
+        "--machine_rank",
+        "--main_process_ip",
+        "--main_process_port",
+        "--config_file",
+        "--module",
+    ):
         assert option in help_text, option
