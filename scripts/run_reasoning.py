@@ -5,7 +5,7 @@
     .venv/bin/python scripts/run_reasoning.py --plot              # 只从缓存重画图
 
 页面与 notebook 只读缓存。缓存记着它来自哪份代码（`code_hash`：下面 HASHED 里源文件去掉文档字符串与注释之后的 SHA-256）；
-`tests/test_reasoning.py` 重算其中最便宜的一项（best-of-N 扫描）并与缓存逐位比较，并检查哈希。
+`tests/test_reasoning.py` 重算其中最便宜的一项（best-of-N 扫描）并与缓存按四位小数比较，并检查哈希。
 """
 
 from __future__ import annotations

@@ -96,9 +96,11 @@ def test_soft_overlong_punishment_lives_in_trl_rewards():
 def test_trl_options_for_truncation_length_and_aggregation():
     # reasoning.md: “accuracy_reward 解析回答时用 LatexExtractionConfig(..., try_extract_without_anchor=False)”；
     # “GRPOConfig.mask_truncated_completions（默认 False；打开后最后一个 token 不是 EOS 或填充符的回答不进损失）”；
-    # “TRL 1.16 还带一个控制长度的奖励 get_cosine_scaled_reward(max_len, ...)”；
+    # “TRL 1.16 还有 get_cosine_scaled_reward(max_len, ...)……它本身就是答案奖励（内部调用 accuracy_reward……），
+    # 按长度的余弦把答对的分从 1 降到 0.5、答错的从 −1 升到 −0.5（答错时越长扣得越少）”；
     # “多个奖励默认先加权求和再做组内归一化（sum_then_normalize），也可以 normalize_then_sum”.
     from trl.rewards import get_cosine_scaled_reward
+    from trl.rewards.accuracy_rewards import _CosineScaledReward
 
     assert "try_extract_without_anchor=False" in source(accuracy_reward)
     assert default_config(GRPOConfig).mask_truncated_completions is False
@@ -108,5 +110,18 @@ def test_trl_options_for_truncation_length_and_aggregation():
     assert "is_truncated = torch.tensor([ids[-1] not in eos_and_pad for ids in completion_ids_list]" in text
     assert "completion_mask = completion_mask * (~is_truncated).unsqueeze(1).int()" in text
     assert list(inspect.signature(get_cosine_scaled_reward).parameters)[0] == "max_len"
+    cosine = inspect.signature(get_cosine_scaled_reward).parameters
+    assert [
+        cosine[k].default for k in ("min_value_wrong", "max_value_wrong", "min_value_correct", "max_value_correct")
+    ] == [
+        -1.0,
+        -0.5,
+        0.5,
+        1.0,
+    ]
+    call = source(_CosineScaledReward.__call__)
+    assert "is_correct = accuracy_reward(completions, solution)" in call
+    assert "min_value, max_value = self.max_value_wrong, self.min_value_wrong" in call
+    assert "progress = min(len(ids) / self.max_len, 1.0)" in call
     assert default_config(GRPOConfig).multi_objective_aggregation == "sum_then_normalize"
     assert 'elif self.multi_objective_aggregation == "normalize_then_sum":' in text

@@ -6,7 +6,7 @@ r"""第 11 章的演示：带草稿的加法上的推理型强化学习（RLVR�
   数字全是随机的：只学会了格式，R1-Zero 式的起点）。
 * 强化学习用第 9 章的 `train_grpo`（一行没改），奖励由 `ScratchpadAdditionTask.reward` 组合：
   答案奖励 + `format_weight` 倍格式奖励 +（可选）DAPO 的软超长惩罚。
-* `quick=True` 把 SFT 与强化学习都缩到几十步（CI 与页面用），数字因此差得多，流程相同；完整版由
+* `quick=True` 把 SFT 缩到 30 步、强化学习缩到 4 步（CI 与页面用），数字因此差得多，流程相同；完整版由
   `scripts/run_reasoning.py` 跑，结果缓存在 `docs/data/reasoning.json`。
 """
 

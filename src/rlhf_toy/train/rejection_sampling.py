@@ -1,4 +1,4 @@
-r"""拒绝采样微调（rejection-sampling fine-tuning，RFT；又叫专家迭代、STaR）：采样 → 验证器筛出答对的 → 在它们上做 SFT。
+r"""拒绝采样微调（rejection-sampling fine-tuning，RFT；又叫专家迭代；STaR 是它的一个变体）：采样 → 验证器筛出答对的 → 在它们上做 SFT。
 
 每一轮与 GRPO 一样从 `task.prompts()` 抽提示词、每个采 $G$ 个回答，所以“用掉的采样回答数”可以一对一比较；
 区别只在更新：GRPO 用组内相对优势给每条回答加权（答错的被压低），RFT 只在奖励达到 `threshold` 的回答上
