@@ -54,9 +54,10 @@ def on_nav(nav, config, files):
     sources = list(_chapter_sources(nav))
     for page in nav.pages:
         _titles.setdefault(page.file.src_uri, page.title or page.file.src_uri)
+    in_nav = {page.file.src_uri for page in nav.pages}
     for term in _terms:
-        if term.defined_in:
-            uri, _, anchor = term.defined_in.partition("#")
+        uri, _, anchor = (term.defined_in or "").partition("#")
+        if uri in in_nav:  # a `defined_in` page that this site does not build (a test site) is looked up instead
             _targets[term.key] = (uri, anchor)
             continue
         found = [(uri, first_occurrence(md, term)) for uri, md in sources]
