@@ -9,8 +9,11 @@ reformatting, and changes it for any change to the code itself.
 from __future__ import annotations
 
 import ast
+import hashlib
+from collections.abc import Iterable
 from pathlib import Path
 
+PACKAGE = Path(__file__).resolve().parent
 _WITH_DOCSTRING = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
 
 
@@ -59,3 +62,29 @@ def code_text(path: str | Path) -> str:
         if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
             node.body = node.body[1:] or [ast.Pass()]
     return _dump(tree)
+
+
+def sources_hash(items: Iterable[str]) -> str:
+    """缓存的代码摘要：`items`（相对 `src/rlhf_toy/` 的文件或目录）里每个 `.py` 文件去掉文档字符串与注释之后的 SHA-256。
+
+    按路径排序后依次拼接相对路径与 `code_text`；目录取其下全部 `.py` 文件。与 `scripts/run_reasoning.py` 的
+    `code_hash` 算法相同。
+
+    Args:
+        items: 源文件或目录，相对 `src/rlhf_toy/`，例如 `("importance.py", "train")`。
+
+    Returns:
+        64 位十六进制摘要。
+
+    Raises:
+        FileNotFoundError: 某一项不存在。
+    """
+    digest = hashlib.sha256()
+    for item in items:
+        path = PACKAGE / item
+        if not path.exists():
+            raise FileNotFoundError(f"sources_hash: {item!r} 不在 {PACKAGE} 里")
+        for f in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
+            digest.update(str(f.relative_to(PACKAGE)).encode())
+            digest.update(code_text(f).encode("utf-8"))
+    return digest.hexdigest()
