@@ -58,6 +58,12 @@ def _serve(site_dir: Path):
         server.server_close()
 
 
+EAGER_IMAGES = """() => Promise.all([...document.images].map(img => {
+  img.loading = 'eager';
+  return img.complete ? Promise.resolve() : new Promise(done => { img.onload = img.onerror = done; });
+}))"""
+
+
 def build_pdf(site_dir: Path, out: Path, timeout_s: float = 900) -> dict:
     """Write the PDF of the print page of `site_dir` to `out`; return timings (seconds) and off-site requests."""
     from playwright.sync_api import sync_playwright
@@ -75,6 +81,8 @@ def build_pdf(site_dir: Path, out: Path, timeout_s: float = 900) -> dict:
             page.goto(url + "print_page/", wait_until="load", timeout=timeout_s * 1000)
             page.wait_for_function("() => document.documentElement.dataset.math === 'done'", timeout=timeout_s * 1000)
             page.evaluate("() => document.fonts.ready.then(() => true)")
+            # the site's figures load lazily (hooks/lazy_figures.py): load them all before printing
+            page.evaluate(EAGER_IMAGES)
             loaded = time.monotonic() - t0
             out.parent.mkdir(parents=True, exist_ok=True)
             page.pdf(

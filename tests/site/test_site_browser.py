@@ -181,6 +181,15 @@ FIGURE_PROBE = r"""() => {
   };
 }"""
 
+# Figures load lazily (hooks/lazy_figures.py): scroll each into view and wait until it has loaded (or failed).
+LOAD_LAZY_FIGURES = r"""async () => {
+  for (const img of document.querySelectorAll('.md-content img[loading="lazy"]')) {
+    img.scrollIntoView();
+    if (!img.complete) await new Promise(done => { img.onload = img.onerror = done; setTimeout(done, 5000); });
+  }
+  window.scrollTo(0, 0);
+}"""
+
 
 def _nav_pages(mkdocs_config, section: str) -> list[str]:
     """Site paths ('ppo/', 'notebooks/ppo/') of the nav section `section` (正文 or 笔记本)."""
@@ -200,6 +209,7 @@ def test_figures_load_and_plots_fit_the_column(browser, site_url, mkdocs_config,
     for path in chapters + notebooks:
         page.set_viewport_size({"width": 1280, "height": 900})
         visit(page, site_url + path)
+        page.evaluate(LOAD_LAZY_FIGURES)
         info = page.evaluate(FIGURE_PROBE)
         if path in chapters:
             good = [f for f in info["figures"] if f["ok"] and f["alt"]]

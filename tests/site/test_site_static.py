@@ -85,3 +85,15 @@ def test_notebook_pages_are_light(site_dir):
         if css > 60_000 or "text/x-mathjax-config" in text or '<script src="">' in text:
             heavy.append(f"{html.relative_to(site_dir)}: {css} bytes of inline CSS")
     assert not heavy, heavy
+
+
+def test_chapter_figures_load_lazily(site_dir):
+    """hooks/lazy_figures.py: every figure of the book on a built page is fetched only when scrolled near (page weight)."""
+    eager = []
+    for f in site_dir.rglob("index.html"):
+        if f.parent.name == "print_page":
+            continue  # the print page's figures are switched to eager loading by scripts/build_pdf.py
+        for tag in re.findall(r'<img\b[^>]*\bsrc="[^"]*(?:figures|data)/[^"/]+\.svg"[^>]*>', f.read_text(encoding="utf-8")):
+            if 'loading="lazy"' not in tag:
+                eager.append(f"{f.relative_to(site_dir)}: {tag[:120]}")
+    assert not eager, "\n".join(eager)
