@@ -93,7 +93,9 @@ def test_chapter_figures_load_lazily(site_dir):
     for f in site_dir.rglob("index.html"):
         if f.parent.name == "print_page":
             continue  # the print page's figures are switched to eager loading by scripts/build_pdf.py
-        for tag in re.findall(r'<img\b[^>]*\bsrc="[^"]*(?:figures|data)/[^"/]+\.svg"[^>]*>', f.read_text(encoding="utf-8")):
+        for tag in re.findall(
+            r'<img\b[^>]*\bsrc="[^"]*(?:figures|data)/[^"/]+\.svg"[^>]*>', f.read_text(encoding="utf-8")
+        ):
             if 'loading="lazy"' not in tag:
                 eager.append(f"{f.relative_to(site_dir)}: {tag[:120]}")
     assert not eager, "\n".join(eager)
