@@ -1,0 +1,72 @@
+"""Chapter 12 (offpolicy section): what the page says about TRL 1.16's vLLM importance sampling correction and
+verl 0.9.1's rollout correction, checked against the pinned libraries."""
+
+from __future__ import annotations
+
+import pytest
+from trl import GRPOConfig, GRPOTrainer
+
+from rlhf_toy.importance import IS_MODES
+
+from .pinned import config, default_config, module_source, source
+
+
+def test_trl_correction_is_on_by_default_with_sequence_mask_and_cap_three():
+    # offpolicy: “TRL 1.16 默认打开修正（vllm_importance_sampling_correction=True），模式 "sequence_mask"，
+    # 上界 vllm_importance_sampling_clip_max=3.0，下界 None”.
+    c = default_config(GRPOConfig)
+    assert c.vllm_importance_sampling_correction is True
+    assert c.vllm_importance_sampling_mode == "sequence_mask"
+    assert c.vllm_importance_sampling_clip_max == 3.0
+    assert c.vllm_importance_sampling_clip_min is None
+    assert c.use_vllm is False
+    assert c.off_policy_mask_threshold is None
+
+
+def test_trl_modes_are_ours_and_an_unknown_mode_fails_only_at_generation():
+    # offpolicy: “四种模式与本书的 IS_MODES 相同；未知的模式在 GRPOConfig 里不报错，要到（用 vLLM）生成时才报
+    # ValueError（sourced: trl 1.16 grpo_trainer.py）”.
+    text = source(GRPOTrainer._generate_and_score_completions)
+    assert "Possible values are 'token_truncate', 'token_mask', 'sequence_truncate', and 'sequence_mask'." in text
+    assert config(GRPOConfig, vllm_importance_sampling_mode="token").vllm_importance_sampling_mode == "token"
+    for mode in IS_MODES:
+        assert f'"{mode}"' in text
+
+
+def test_trl_config_rejects_bad_bounds():
+    # offpolicy: “clip_min ≥ clip_max、或截断模式两个界都是 None 时 GRPOConfig 报错（本书的函数同样报错）”.
+    with pytest.raises(ValueError, match="must be less than"):
+        config(GRPOConfig, vllm_importance_sampling_clip_min=3.0, vllm_importance_sampling_clip_max=2.0)
+    with pytest.raises(ValueError, match="At least one of"):
+        config(
+            GRPOConfig,
+            vllm_importance_sampling_mode="token_truncate",
+            vllm_importance_sampling_clip_max=None,
+        )
+
+
+def test_trl_weight_multiplies_the_per_token_loss_only_with_vllm():
+    # offpolicy: “权重乘在逐 token 损失上，只在 use_vllm 时（sourced: trl 1.16 grpo_trainer.py，_compute_loss）；
+    # old_per_token_logps 由训练器自己重新计算”.
+    text = source(GRPOTrainer._compute_loss)
+    assert (
+        'if self.use_vllm and self.vllm_importance_sampling_correction and self.loss_type != "vespo": '
+        'per_token_loss = per_token_loss * inputs["importance_sampling_ratio"]'
+    ) in text
+    gen = source(GRPOTrainer._generate_and_score_completions)
+    assert "per_token_logps_diff = (old_per_token_logps - sampling_per_token_logps) * mask" in gen
+    assert "per_token_logps_diff = torch.nan_to_num(per_token_logps_diff, nan=0.0)" in gen
+    assert "per_sequence_logps_diff = per_token_logps_diff.sum(dim=-1, keepdim=True)" in gen
+    assert 'self._metrics[mode]["sampling/importance_sampling_ratio/min"]' in gen
+
+
+def test_verl_rollout_correction_defaults_and_rejection_modes():
+    # offpolicy: “verl 0.9.1 的 RolloutCorrectionConfig 默认 rollout_is="sequence"、rollout_is_threshold=2.0、
+    # 不做拒绝采样（rollout_rs=None）；rollout_rs 有 token_k1 … seq_max_k3 等按 KL 估计量丢样本的模式”.
+    text = module_source("verl.trainer.config.algorithm")
+    assert 'rollout_is: Optional[str] = "sequence"' in text
+    assert "rollout_is_threshold: str | float = 2.0" in text
+    assert "rollout_rs: Optional[str] = None" in text
+    from verl.trainer.ppo.rollout_corr_helper import SUPPORTED_ROLLOUT_RS_OPTIONS
+
+    assert {"token_k1", "seq_sum_k3", "seq_mean_k3", "seq_max_k2"} <= SUPPORTED_ROLLOUT_RS_OPTIONS
