@@ -229,6 +229,14 @@ def _reward_from_text(completions, a, b, **kwargs):
     return [1.0 if c == str(x + y) else 0.0 for c, x, y in zip(completions, a, b, strict=True)]
 
 
+def _is_zero_for_empty_rows(logps, sampler_logps, mask, mode="sequence_mask", clip_max=3.0, clip_min=None):
+    """Gives a row without any token weight 0 ("nothing was sampled, nothing to correct")."""
+    from rlhf_toy.importance import importance_weights
+
+    weights = importance_weights(logps, sampler_logps, mask, mode, clip_max, clip_min)
+    return weights * (mask.sum(dim=-1, keepdim=True) > 0)
+
+
 READERS = [
     ("sequence_logps", lambda logps, mask: logps.mean(dim=-1), "mean_not_sum"),
     ("sequence_logps", _seq_nan_for_empty, "empty_row"),
@@ -255,6 +263,7 @@ READERS = [
     ("completion_mask", _mask_not_pad, "pad_based"),
     ("addition_reward", _reward_from_text, "eos_not_required"),
     ("pass_at_k", lambda n, c, k: 1 - (1 - c / n) ** k, "biased_from_pass_at_1"),
+    ("importance_weights", _is_zero_for_empty_rows, "empty_row"),
 ]
 
 
@@ -405,6 +414,7 @@ CHAPTER_CHECKERS = {
     "tiny-lm": ["check_completion_mask"],
     "trl": ["check_addition_reward"],
     "reasoning": ["check_pass_at_k"],
+    "offpolicy": ["check_importance_weights"],
 }
 
 

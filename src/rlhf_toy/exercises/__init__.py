@@ -22,6 +22,7 @@ r"""读者自己动手写的练习，以及会说出“错在哪里”的检查�
 | 9 | `check_completion_mask` | `completion_mask(completions, eos_id)` |
 | 10 | `check_addition_reward` | `addition_reward(completion_ids, a, b, **kwargs)`（TRL 的奖励函数） |
 | 11 | `check_pass_at_k` | `pass_at_k(n, c, k)` |
+| 12 | `check_importance_weights` | `importance_weights(logps, sampler_logps, mask, mode="sequence_mask", clip_max=3.0, clip_min=None)` |
 
 加一道新练习：新建一个模块，写出用例（`Case`）、常见错误（`Mistake`，每个带一份
 有这个错误的实现）和 `Exercise`，用 `run_check` 写 `check_<名字>`，把它加进本模块的 `EXERCISES` 与 `__all__`；
@@ -42,6 +43,7 @@ from rlhf_toy.exercises import (
     grpo,
     grpo_variants,
     kl,
+    offpolicy,
     overview,
     policy_gradient,
     ppo,
@@ -57,6 +59,7 @@ from rlhf_toy.exercises.dpo_variants import check_ipo_loss
 from rlhf_toy.exercises.grpo import check_group_advantages
 from rlhf_toy.exercises.grpo_variants import check_aggregate_loss
 from rlhf_toy.exercises.kl import check_kl_estimate
+from rlhf_toy.exercises.offpolicy import check_importance_weights
 from rlhf_toy.exercises.overview import check_sequence_logps
 from rlhf_toy.exercises.policy_gradient import check_rloo_advantages
 from rlhf_toy.exercises.ppo import check_gae_advantages, check_ppo_policy_loss
@@ -82,6 +85,7 @@ EXERCISES: dict[str, Exercise] = {
         tiny_lm.EXERCISE,
         trl.EXERCISE,
         reasoning.EXERCISE,
+        offpolicy.EXERCISE,
     )
 }
 """全部练习，键是函数名（`check_<键>` 是它的检查器）。"""
@@ -96,6 +100,7 @@ __all__ = [
     "check_dpo_loss",
     "check_gae_advantages",
     "check_group_advantages",
+    "check_importance_weights",
     "check_ipo_loss",
     "check_kl_estimate",
     "check_pass_at_k",
