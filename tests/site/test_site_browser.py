@@ -40,14 +40,16 @@ MOBILE = 390
 
 def test_every_page(browser, site_url, site_dir, mkdocs_config, shots_dir):
     """Each page once: at 1280 px no request leaves 127.0.0.1, every formula is typeset, visible and
-    error-free, the Colab badge has the notebook's path, text uses the CJK system-font stack; then at
-    390 px nothing overflows sideways except code, math and tables, which scroll."""
+    error-free, the Colab badge has the notebook's path, text uses the CJK system-font stack, chapter figures
+    and notebook plots load and fit the column (`figure_problems`); then at 390 px nothing overflows sideways
+    except code, math and tables, which scroll."""
     extra = mkdocs_config["extra"]
     ctx = browser.new_context(viewport={"width": 1280, "height": 900}, locale="zh-CN", color_scheme="light")
     page = ctx.new_page()
     requests: list[str] = []
     page.on("request", lambda r: requests.append(r.url))
-    problems, fonts = [], set()
+    problems, fonts, figures = [], set(), {}
+    chapters, notebooks = _nav_pages(mkdocs_config, "正文"), _nav_pages(mkdocs_config, "笔记本")
     paths = page_paths(site_dir)
     ams_chars = served_ams_chars(site_dir)
     for path in paths:
@@ -55,6 +57,11 @@ def test_every_page(browser, site_url, site_dir, mkdocs_config, shots_dir):
         page.set_viewport_size({"width": 1280, "height": 900})
         visit(page, site_url + path)
         info = page.evaluate(PAGE_PROBE)
+        if path in chapters or path in notebooks:  # figures load lazily: scroll each into view first
+            page.evaluate(LOAD_LAZY_FIGURES)
+            found, n = figure_problems(path, page.evaluate(FIGURE_PROBE), path in chapters)
+            problems += found
+            figures[path] = n
         page.set_viewport_size({"width": MOBILE, "height": 844})
         page.wait_for_timeout(250)  # the resize handler of math-setup.js is debounced by 100 ms
         problems += overflow_problems(path or "/", page.evaluate(OVERFLOW_PROBE, MOBILE))
@@ -64,7 +71,9 @@ def test_every_page(browser, site_url, site_dir, mkdocs_config, shots_dir):
         )
         fonts.add(info["body_font"])
     ctx.close()
-    assert len(paths) >= 5
+    print("figures per chapter page:", {p: n for p, n in figures.items() if p in chapters})
+    assert len(paths) >= 5 and len(chapters) >= 10 and len(notebooks) >= 10
+    assert set(chapters + notebooks) <= set(figures), "every page of the nav was visited"
     assert not problems, "\n".join(problems)
     assert all(f.startswith('"PingFang SC"') and "Noto Sans CJK SC" in f for f in fonts), fonts
 
@@ -197,43 +206,25 @@ def _nav_pages(mkdocs_config, section: str) -> list[str]:
     return [re.sub(r"\.(md|ipynb)$", "/", next(iter(e.values()))) for e in entries]
 
 
-def test_figures_load_and_plots_fit_the_column(browser, site_url, mkdocs_config, shots_dir):
-    """Every chapter page in the nav shows at least one figure from docs/figures or docs/data that loaded and has
-    alt text; notebook plots are no wider than the content column and, at 1280 px, at least 300 px wide (or
-    their natural width); at 390 px neither kind of page scrolls sideways."""
-    chapters = _nav_pages(mkdocs_config, "正文")
-    notebooks = _nav_pages(mkdocs_config, "笔记本")
-    ctx = browser.new_context(viewport={"width": 1280, "height": 900}, locale="zh-CN", color_scheme="light")
-    page = ctx.new_page()
-    problems, report = [], []
-    for path in chapters + notebooks:
-        page.set_viewport_size({"width": 1280, "height": 900})
-        visit(page, site_url + path)
-        page.evaluate(LOAD_LAZY_FIGURES)
-        info = page.evaluate(FIGURE_PROBE)
-        if path in chapters:
-            good = [f for f in info["figures"] if f["ok"] and f["alt"]]
-            report.append(f"{path}: {len(good)} figures")
-            if not good:
-                problems.append(
-                    f"{path}: no figure from docs/figures or docs/data that loaded with alt text: {info['figures']}"
-                )
-            problems += [
-                f"{path}: figure not loaded or without alt: {f}" for f in info["figures"] if not (f["ok"] and f["alt"])
-            ]
-            problems += [
-                f"{path}: figure wider than the column: {f}" for f in info["figures"] if f["width"] > info["column"] + 1
-            ]
-        else:
-            for f in info["plots"]:
-                if not f["ok"] or f["width"] > info["column"] + 1 or f["width"] < min(300, f["natural"]) - 1:
-                    problems.append(f"{path}: plot {f['width']:.0f} px wide in a {info['column']:.0f} px column: {f}")
-        page.set_viewport_size({"width": MOBILE, "height": 844})
-        page.wait_for_timeout(250)
-        narrow = page.evaluate(FIGURE_PROBE)
-        if narrow["scroll"] > narrow["inner"]:
-            problems.append(f"{path}: scrolls sideways at {MOBILE} px (scrollWidth {narrow['scroll']})")
-    ctx.close()
-    print("\n".join(report))
-    assert len(chapters) >= 10 and len(notebooks) >= 10
-    assert not problems, "\n".join(problems)
+def figure_problems(path: str, info: dict, chapter: bool) -> tuple[list[str], int]:
+    """A chapter page shows at least one figure from docs/figures or docs/data that loaded and has alt text, none
+    wider than the column; a notebook page's plots are no wider than the column and at least 300 px wide (or their
+    natural width). Returns the problems and the number of good figures."""
+    problems = []
+    if chapter:
+        good = [f for f in info["figures"] if f["ok"] and f["alt"]]
+        if not good:
+            problems.append(
+                f"{path}: no figure from docs/figures or docs/data that loaded with alt text: {info['figures']}"
+            )
+        problems += [
+            f"{path}: figure not loaded or without alt: {f}" for f in info["figures"] if not (f["ok"] and f["alt"])
+        ]
+        problems += [
+            f"{path}: figure wider than the column: {f}" for f in info["figures"] if f["width"] > info["column"] + 1
+        ]
+        return problems, len(good)
+    for f in info["plots"]:
+        if not f["ok"] or f["width"] > info["column"] + 1 or f["width"] < min(300, f["natural"]) - 1:
+            problems.append(f"{path}: plot {f['width']:.0f} px wide in a {info['column']:.0f} px column: {f}")
+    return problems, 0
