@@ -28,3 +28,31 @@ from rlhf_toy.demos.reasoning import run_reasoning  # noqa: E402 - 第 11 章
 
 DEMOS["reasoning"] = run_reasoning
 __all__ += ["run_reasoning"]
+
+# 第 12 章：三部分各一个命令，子命令是模块里的 demo_<名字>（固定种子，打印一张表）
+CHAPTER_12 = {"offpolicy": "offpolicy", "distill": "distillation", "tools": "tools"}  # 命令 -> rlhf_toy.demos 模块
+CHAPTER_12_PHASES = {
+    "offpolicy": ("bias", "staleness", "mismatch"),
+    "distill": ("modes", "onpolicy"),
+    "tools": ("rollout", "train"),
+}
+
+
+def _chapter_12(command: str):
+    def run(seed: int = 0, quick: bool = False, phase: str | None = None) -> str:
+        """第 12 章的演示：`phase` 是子命令（默认第一个）；种子固定为 0。"""
+        import importlib
+
+        if seed != 0:
+            raise ValueError(f"{command} 的演示种子固定为 0（页面与缓存用的种子），实际是 --seed {seed}")
+        module = importlib.import_module(f"rlhf_toy.demos.{CHAPTER_12[command]}")
+        out = getattr(module, f"demo_{phase or CHAPTER_12_PHASES[command][0]}")(quick=quick)
+        print(out)
+        return out
+
+    run.__name__ = f"run_{CHAPTER_12[command]}"
+    return run
+
+
+for _command in CHAPTER_12:
+    DEMOS[_command] = _chapter_12(_command)
