@@ -179,3 +179,12 @@ def test_cache_is_current_and_one_number_recomputes():
     assert cache["code_hash"] == sources_hash(SOURCES)
     fresh = run_modes()["fits"][1]
     assert fresh["masses"] == cache["results"]["modes"]["fits"][1]["masses"]
+
+
+def test_cross_entropy_on_teacher_samples_is_forward_kl_plus_teacher_entropy():
+    """eq:sft-forward-kl: E_{y~pi_T}[-log pi(y)] = KL(pi_T || pi) + H(pi_T), by enumeration on the bench."""
+    teacher = bimodal_teacher()
+    student = discretised_gaussian(25.0, torch.tensor(2.0), teacher.numel())
+    cross_entropy = -(teacher.exp() * student).sum()
+    entropy = -(teacher.exp() * teacher).sum()
+    torch.testing.assert_close(cross_entropy, token_kl(student, teacher, "forward") + entropy)

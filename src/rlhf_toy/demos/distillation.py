@@ -41,7 +41,7 @@ SOURCES = (
 SPLIT = 30  # 两峰之间的分界
 FITS = (("forward", 30.0, 10.0), ("reverse", 30.0, 10.0), ("reverse", 38.0, 3.0))  # (方向, μ 初值, σ 初值)
 STUDENT = {"d_model": 32, "n_layers": 1, "n_heads": 4}
-METHODS = ("onpolicy", "sft")
+METHODS = ("onpolicy", "onpolicy_full", "sft")
 
 
 def _r(x: float) -> float:
@@ -75,8 +75,16 @@ def run_modes() -> dict[str, Any]:
 # --8<-- [end:run_modes]
 
 
+def init_split(seed: int):
+    """种子 `seed` 的加法任务的（留出题，训练题）：热启动只用训练题。"""
+    task = AdditionTask(n_digits=1, n_heldout=30, seed=seed)
+    return task.heldout, task.train
+
+
 # --8<-- [start:run_distill]
-def run_distill(seed: int = 0, steps: int = 300, eval_every: int = 30, batch_size: int = 64) -> dict[str, Any]:
+def run_distill(
+    seed: int = 0, steps: int = 300, eval_every: int = 30, batch_size: int = 64, warm_steps: int = 0
+) -> dict[str, Any]:
     """同一学生初值，分别做同策略蒸馏与教师样本 SFT；返回每次评估的采样 token 数与正确率。
 
     Args:
@@ -84,13 +92,22 @@ def run_distill(seed: int = 0, steps: int = 300, eval_every: int = 30, batch_siz
         steps: 每种方法的梯度步数。
         eval_every: 评估间隔（步）。
         batch_size: 每步题数。
+        warm_steps: 先在教师样本上做几步 SFT 作为两种方法共同的初值（0 表示从随机初值开始）；
+            热启动用掉的教师 token 不计入 `sampled_tokens`，另记在 `"warm_tokens"`。
 
     Returns:
-        `{"onpolicy": [...], "sft": [...]}`，每项 `{"step", "sampled_tokens", "accuracy", "train_accuracy"}`。
+        `{"onpolicy": [...], "onpolicy_full": [...], "sft": [...]}`（`onpolicy_full` 是全词表反向 KL 的对照），每项 `{"step", "sampled_tokens", "accuracy", "train_accuracy"}`。
     """
     torch.manual_seed(seed)
     init = AdditionTask(n_digits=1, n_heldout=30, seed=seed).make_policy(**STUDENT)
     out = {}
+    if warm_steps:
+        warm_task = AdditionTask(n_digits=1, n_heldout=30, seed=seed + 1000)  # 同一划分之外的另一条抽题序列
+        warm_task.heldout, warm_task.train = init_split(seed)
+        warm = train_teacher_sft(
+            init, ExactAdderTeacher(warm_task), warm_task, DistillConfig(steps=warm_steps, seed=seed + 1000)
+        )
+        out["warm_tokens"] = warm[-1]["sampled_tokens"]
     for method in METHODS:
         task = AdditionTask(n_digits=1, n_heldout=30, seed=seed)  # 两种方法抽到同样的题
         teacher = ExactAdderTeacher(task, epsilon=0.05)
@@ -103,9 +120,15 @@ def run_distill(seed: int = 0, steps: int = 300, eval_every: int = 30, batch_siz
                 "train_accuracy": task.reward(train_prompts, completions).mean().item(),
             }
 
-        loop = train_onpolicy_distillation if method == "onpolicy" else train_teacher_sft
         config = DistillConfig(steps=steps, batch_size=batch_size, seed=seed)
-        history = loop(copy.deepcopy(init), teacher, task, config, evaluate=evaluate, eval_every=eval_every)
+        student = copy.deepcopy(init)
+        if method == "sft":
+            history = train_teacher_sft(student, teacher, task, config, evaluate=evaluate, eval_every=eval_every)
+        else:
+            full = method == "onpolicy_full"
+            history = train_onpolicy_distillation(
+                student, teacher, task, config, evaluate=evaluate, eval_every=eval_every, full_vocabulary=full
+            )
         out[method] = [
             {
                 k: _r(r[k]) if isinstance(r[k], float) else r[k]
@@ -122,7 +145,8 @@ def run_distill(seed: int = 0, steps: int = 300, eval_every: int = 30, batch_siz
 
 @single_thread()
 def full_run(quick: bool = False) -> dict[str, Any]:
-    """完整实验：精确实验台 + 两个种子的同策略蒸馏 vs SFT（每种 300 步 × 64 题）；`quick` 只跑一个种子 20 步。
+    """完整实验：精确实验台 + 两个种子的同策略蒸馏 vs SFT（每种 300 步 × 64 题），从随机初值与从 100 步 SFT
+    热启动各一次；`quick` 只跑一个种子 20 步（热启动 10 步）。
 
     Args:
         quick: 快速模式。
@@ -130,10 +154,12 @@ def full_run(quick: bool = False) -> dict[str, Any]:
     Returns:
         可写进 JSON 的结果（浮点数舍入到 4 位）。
     """
-    seeds, steps, every = ((0,), 20, 10) if quick else ((0, 1), 300, 30)
+    seeds, steps, every, warm = ((0,), 20, 10, 10) if quick else ((0, 1), 300, 30, 100)
     return {
         "modes": run_modes(),
         "distill": {str(s): run_distill(seed=s, steps=steps, eval_every=every) for s in seeds},
+        "distill_warm": {str(s): run_distill(seed=s, steps=steps, eval_every=every, warm_steps=warm) for s in seeds},
+        "warm_steps": warm,
         "config": {"steps": steps, "batch_size": 64, "learning_rate": DistillConfig().learning_rate, **STUDENT},
     }
 
@@ -157,10 +183,10 @@ def demo_modes(quick: bool = True) -> str:
 def demo_onpolicy(quick: bool = True) -> str:
     """同策略蒸馏 vs 教师样本 SFT：每次评估的累计采样 token 数与留出集正确率（`quick`：20 步）。"""
     res = run_distill(seed=0, steps=20 if quick else 300, eval_every=10 if quick else 30)
-    lines = [f"{'方法':<10}{'步':>5}{'采样token':>10}{'留出正确率':>10}{'训练题正确率':>10}"]
+    lines = [f"{'方法':<14}{'步':>5}{'采样token':>10}{'留出正确率':>10}{'训练题正确率':>10}"]
     for method in METHODS:
         for r in res[method]:
             lines.append(
-                f"{method:<10}{r['step']:>5}{r['sampled_tokens']:>10}{r['accuracy']:>10.3f}{r['train_accuracy']:>10.3f}"
+                f"{method:<14}{r['step']:>5}{r['sampled_tokens']:>10}{r['accuracy']:>10.3f}{r['train_accuracy']:>10.3f}"
             )
     return "\n".join(lines)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
-from rlhf_toy.distillation import onpolicy_distillation_loss
+from rlhf_toy.distillation import divergence_loss, onpolicy_distillation_loss
 from rlhf_toy.losses.aggregate import masked_mean
 from rlhf_toy.policies.transformer import TinyTransformerPolicy
 from rlhf_toy.tasks.addition import AdditionTask
@@ -52,8 +52,13 @@ def train_onpolicy_distillation(
     config: DistillConfig,
     evaluate: Callable | None = None,
     eval_every: int = 0,
+    full_vocabulary: bool = False,
 ) -> list[dict[str, float]]:
     """同策略蒸馏：学生采样，教师打分，逐 token 反向 KL 的优势喂给 REINFORCE。
+
+    `full_vocabulary=True` 是对照：同样在学生样本上，但每个位置用全词表的精确反向 KL
+    （[`divergence_loss`][rlhf_toy.distillation.divergence_loss]，`beta=1`，GKD / TRL `DistillationTrainer` 的做法），
+    需要教师在每个位置给出整个分布，而不只是采到的那个 token 的对数概率。
 
     Args:
         student: 学生（原地更新）。
@@ -62,6 +67,7 @@ def train_onpolicy_distillation(
         config: 超参数。
         evaluate: 可选，`evaluate(student) -> dict`，每 `eval_every` 步、第 0 步与最后一步调用。
         eval_every: 评估间隔；0 表示只在第 0 步与最后一步评估。
+        full_vocabulary: 是否改用全词表的精确反向 KL（见上）。
 
     Returns:
         每步一项 `{"step", "loss", "reverse_kl", "sampled_tokens", "teacher_tokens_scored"}`，评估步另含 `evaluate` 的键。
@@ -73,9 +79,14 @@ def train_onpolicy_distillation(
     for step in range(1, config.steps + 1):
         prompts = task.encode_prompts(task.draw(config.batch_size))
         completions, mask, _ = student.generate(prompts, generator=generator)  # 学生采样
-        teacher_logps = teacher.logps(prompts, completions)  # 教师打分：一次前向，不生成
-        logps = student.logps(prompts, completions)
-        loss, metrics = onpolicy_distillation_loss(logps, teacher_logps, mask)
+        if full_vocabulary:  # 对照：每个位置整个词表上的精确反向 KL
+            logits = student.completion_logits(prompts, completions) / student.temperature
+            loss = divergence_loss(logits, teacher.log_probs(prompts, completions), mask, beta=1.0)
+            metrics = {"reverse_kl": loss.item()}
+        else:
+            teacher_logps = teacher.logps(prompts, completions)  # 教师打分：一次前向，不生成
+            logps = student.logps(prompts, completions)
+            loss, metrics = onpolicy_distillation_loss(logps, teacher_logps, mask)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
