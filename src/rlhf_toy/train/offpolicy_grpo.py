@@ -26,6 +26,7 @@ from rlhf_toy.losses.aggregate import aggregate_loss
 from rlhf_toy.losses.grpo import clipped_surrogate
 from rlhf_toy.policies.transformer import TinyTransformerPolicy, completion_mask
 from rlhf_toy.samplers import temperature_logps, top_k_logps
+from rlhf_toy.tasks.addition import AdditionTask
 
 # --8<-- [end:imports]
 
@@ -106,7 +107,7 @@ def sample_with(
 # --8<-- [start:train_offpolicy_grpo]
 def train_offpolicy_grpo(
     policy: TinyTransformerPolicy,
-    task,
+    task: AdditionTask,
     config: OffPolicyGRPOConfig,
     evaluate: Callable | None = None,
     eval_every: int = 10,
