@@ -3,6 +3,8 @@ verl 0.9.1's rollout correction, checked against the pinned libraries."""
 
 from __future__ import annotations
 
+import tempfile
+
 import pytest
 from trl import GRPOConfig, GRPOTrainer
 
@@ -70,3 +72,21 @@ def test_verl_rollout_correction_defaults_and_rejection_modes():
     from verl.trainer.ppo.rollout_corr_helper import SUPPORTED_ROLLOUT_RS_OPTIONS
 
     assert {"token_k1", "seq_sum_k3", "seq_mean_k3", "seq_max_k2"} <= SUPPORTED_ROLLOUT_RS_OPTIONS
+
+
+def test_trl_cap_is_the_deprecated_name_of_clip_max():
+    # offpolicy: “vllm_importance_sampling_cap 是旧名，已弃用”.
+    with pytest.warns(FutureWarning, match="vllm_importance_sampling_cap"):
+        c = GRPOConfig(
+            output_dir=tempfile.mkdtemp(prefix="rlhf_toy_claims_"),
+            use_cpu=True,
+            report_to="none",
+            vllm_importance_sampling_cap=2.0,
+        )
+    assert c.vllm_importance_sampling_clip_max == 2.0
+
+
+def test_trl_warns_when_the_vllm_server_returns_unprocessed_logprobs():
+    # offpolicy 常见错误: “TRL 在 vLLM 服务器不是 --logprobs-mode processed_logprobs 时发警告”.
+    text = source(GRPOTrainer.__init__)
+    assert 'if logprobs_mode != "processed_logprobs": logger.warning(' in text
