@@ -75,7 +75,7 @@ def run_modes() -> dict[str, Any]:
 # --8<-- [end:run_modes]
 
 
-def init_split(seed: int):
+def init_split(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     """种子 `seed` 的加法任务的（留出题，训练题）：热启动只用训练题。"""
     task = AdditionTask(n_digits=1, n_heldout=30, seed=seed)
     return task.heldout, task.train
