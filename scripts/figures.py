@@ -837,6 +837,19 @@ FIGURES = {
 }
 
 
+CHAPTER_12_MODULES = ("figures_offpolicy", "figures_distillation", "figures_tools")
+
+
+def chapter_12_figures() -> dict:
+    """第 12 章三部分的图：各在 scripts/figures_<部分>.py 的 `FIGURES` 里（版式用本模块的 WIDTH、panels、save）。"""
+    import importlib
+
+    found = {}
+    for module in CHAPTER_12_MODULES:
+        found.update(importlib.import_module(module).FIGURES)
+    return found
+
+
 def draw(out_dir: Path = OUT, only: list[str] | None = None) -> list[Path]:
     """画 `FIGURES` 里的图（`only` 给出时只画名字含其中之一的），外加第 8 章的两张；返回写出的文件。"""
     import matplotlib
@@ -845,7 +858,7 @@ def draw(out_dir: Path = OUT, only: list[str] | None = None) -> list[Path]:
     written = []
     with matplotlib.rc_context():  # 画完恢复调用者的 rcParams（测试进程里还有别的测试）
         setup()
-        for name, fn in FIGURES.items():
+        for name, fn in {**FIGURES, **chapter_12_figures()}.items():
             if only and not any(o in name for o in only):
                 continue
             path = out_dir / f"{name}.svg"

@@ -55,3 +55,16 @@ def test_seed_option_changes_the_run(capsys):
 def test_demo_improves_true_success_probability(name):
     history = DEMOS[name](seed=0, quick=True)
     assert history[-1]["success_prob"] > 0.9
+
+
+@pytest.mark.parametrize(("command", "phase"), [("offpolicy", "bias"), ("distill", "modes"), ("tools", "rollout")])
+def test_chapter_12_commands_print_their_table(command, phase, capsys):
+    assert main([command, phase, "--quick"]) == 0
+    assert len(capsys.readouterr().out.strip().splitlines()) >= 3
+
+
+def test_chapter_12_phases_are_checked_per_command():
+    out = run_cli("distill", "rollout")
+    assert out.returncode == 2 and "distill 没有阶段 'rollout'" in out.stderr
+    with pytest.raises(ValueError, match="--seed 1"):
+        main(["offpolicy", "bias", "--seed", "1"])
