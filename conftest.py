@@ -72,3 +72,15 @@ def pytest_runtest_teardown(item):
 
 
 _QUICK_BEFORE = pytest.StashKey[str | None]()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """On an xdist worker with `--dist loadgroup`, every test marked `xdist_group` must carry its group in its node id
+    (that is how xdist 3.8 sends a group to one worker). pytest 9.2's structured node ids silently broke this
+    (pytest-xdist#1386): each worker then built the site, imported TRL and trained the same warm starts again."""
+    if not getattr(config.option, "loadgroup", False):
+        return
+    lost = [i.nodeid for i in items if i.get_closest_marker("xdist_group") and "@" not in i.nodeid]
+    if lost:
+        raise pytest.UsageError(f"--dist loadgroup lost the xdist_group of {len(lost)} tests, e.g. {lost[0]}")

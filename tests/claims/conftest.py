@@ -25,6 +25,7 @@ def stub_ray() -> None:
 stub_ray()
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook, which turns the marker into the group
 def pytest_collection_modifyitems(config, items):
     """The same xdist worker as tests/conformance (`--dist loadgroup`): TRL and verl are imported once."""
     here = Path(__file__).resolve().parent

@@ -29,6 +29,7 @@ def stub_ray() -> None:
 stub_ray()
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook, which turns the marker into the group
 def pytest_collection_modifyitems(config, items):
     """One xdist worker runs every test that imports TRL or verl (`--dist loadgroup`): the imports cost seconds."""
     here = Path(__file__).resolve().parent

@@ -118,6 +118,7 @@ def shots_dir():
     return None
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook, which turns the marker into the group
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (`--dist loadgroup`), keep every site test on one worker: one build, one browser."""
     site = Path(__file__).resolve().parent
