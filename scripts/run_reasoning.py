@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import hashlib
 import json
 import math
 import sys
@@ -60,20 +59,13 @@ PASS_AT_K_N = 64
 
 
 def code_hash() -> str:
-    """实验依赖的源文件去掉文档字符串与注释之后的 SHA-256（按路径排序后拼接路径与文本）。
+    """实验依赖的源文件（HASHED）去掉文档字符串与注释之后的 SHA-256：`rlhf_toy._code_hash.sources_hash`。
 
-    只改文档字符串、注释或排版不改变它（`rlhf_toy._code_hash.code_text`，与 `scripts/run_experiments.py` 相同）。
+    只改文档字符串、注释或排版不改变它（与 `scripts/run_experiments.py` 相同）。
     """
-    from rlhf_toy._code_hash import code_text
+    from rlhf_toy._code_hash import sources_hash
 
-    digest = hashlib.sha256()
-    base = ROOT / "src" / "rlhf_toy"
-    for item in HASHED:
-        path = base / item
-        for f in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
-            digest.update(str(f.relative_to(base)).encode())
-            digest.update(code_text(f).encode("utf-8"))
-    return digest.hexdigest()
+    return sources_hash(HASHED)
 
 
 def r4(x: float) -> float | None:
