@@ -8,7 +8,7 @@
 每一部分是 `rlhf_toy.demos.<部分>` 模块，提供 `SOURCES`（它依赖的源文件，相对 `src/rlhf_toy/`）与
 `full_run(quick: bool) -> dict`（可写进 JSON 的结果，浮点数已舍入）。缓存写成
 `{"code_hash": sources_hash(SOURCES), "results": ..., "seconds": ...}`；页面与 notebook 只读缓存，
-`tests/test_offpolicy_cache.py` 检查每个缓存的 `code_hash` 与当前代码一致。
+`tests/test_offpolicy.py`、`test_distillation.py`、`test_tools.py` 各自检查本部分缓存的 `code_hash` 与当前代码一致，并重算其中一个数。
 """
 
 from __future__ import annotations
