@@ -33,3 +33,60 @@ def test_verl_distillation_defaults_policy_gradient_with_k3():
     assert f["loss_mode"] == "k3"
     assert f["policy_loss_mode"] == "vanilla"
     assert f["loss_max_clamp"] == 10.0
+
+
+def test_trl_gkd_config_defaults_and_seq_kd_trains_on_teacher_generations():
+    # "同策略比例 lmbda 在 trl.experimental.gkd 的 GKDConfig 里：默认 lmbda=0.5、beta=0.5、seq_kd=False；
+    #  seq_kd=True 时，不由学生采样的那些步改用教师生成的回答，损失仍是同一个广义 JSD"
+    import inspect
+
+    from trl.experimental.gkd import GKDConfig, GKDTrainer
+
+    f = fields(GKDConfig)
+    assert (f["lmbda"], f["beta"], f["seq_kd"]) == (0.5, 0.5, False)
+    step = inspect.getsource(GKDTrainer.training_step)
+    assert "if random.random() <= self.lmbda:" in step
+    on_policy, teacher = step.split("elif self.seq_kd:")
+    assert (
+        "generate_on_policy_outputs(\n                    unwrapped_model" in on_policy
+        and "self.teacher_model" not in on_policy
+    )
+    assert "self.teacher_model" in teacher and "generate_on_policy_outputs" in teacher
+    assert "self.generalized_jsd_loss(" in inspect.getsource(GKDTrainer.compute_loss)
+
+
+def test_verl_distillation_adds_the_task_reward_policy_loss_by_default():
+    # "verl 默认把任务奖励的策略损失一起加上（use_task_rewards=True），蒸馏损失乘 distillation_loss_coef=1.0 后与之相加"
+    import inspect
+
+    from verl.trainer.distillation import losses
+    from verl.workers.config import DistillationLossConfig
+
+    f = fields(DistillationLossConfig)
+    assert f["use_task_rewards"] is True
+    assert f["distillation_loss_coef"] == 1.0
+    src = inspect.getsource(losses.distillation_ppo_loss)
+    assert "policy_loss, policy_metrics = ppo_loss(config, model_output, data, dp_group)" in src
+    assert "if not distillation_loss_config.use_task_rewards:\n            policy_loss = 0.0" in src
+    assert "policy_loss += distill_loss * distillation_loss_coef" in src
+
+
+def test_verl_k3_as_the_advantage_does_not_follow_the_reverse_kl_gradient():
+    # "用 k3 当优势时，期望梯度不再是反向 KL 的梯度（第 7 章：是反向与正向 KL 两个梯度之差）；k1 才是"
+    import torch
+    import verl.trainer.ppo.core_algos as core_algos
+
+    torch.manual_seed(0)
+    logits = torch.randn(6, dtype=torch.float64, requires_grad=True)
+    teacher = torch.randn(6, dtype=torch.float64).log_softmax(0)
+    logps = logits.log_softmax(0)
+    probs = logps.exp()
+    reverse = torch.autograd.grad((probs * (logps - teacher)).sum(), logits, retain_graph=True)[0]
+    forward = torch.autograd.grad((teacher.exp() * (teacher - logps)).sum(), logits, retain_graph=True)[0]
+    for mode, expected in (("k1", reverse), ("k3", reverse - forward)):
+        # verl: advantages = -kl_penalty(student, teacher, mode).detach(); vanilla 同策略损失的梯度 = -A ∇log π
+        advantages = -core_algos.kl_penalty(logps.detach(), teacher, mode)
+        surrogate = (probs.detach() * -advantages * logps).sum()
+        grad = torch.autograd.grad(surrogate, logits, retain_graph=True)[0]
+        assert torch.allclose(grad, expected), mode
+    assert not torch.allclose(reverse - forward, reverse)
