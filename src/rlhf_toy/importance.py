@@ -3,7 +3,7 @@ r"""采样器与训练器不一致时的重要性权重（第 12 章）：截断
 记号：$\pi_{old}$ 是训练器在采样之后**重新算出**的对数概率（TRL 的 `old_per_token_logps`），
 $\mu$ 是采样器（推理引擎、旧快照、温度 / top-k 采样）在采样时给出的对数概率（TRL 的 `sampling_per_token_logps`）。
 权重 $\rho = \pi_{old}/\mu$ 是一个**额外的乘子**，乘在逐 token 损失上；PPO / GRPO 的比率 $\pi_\theta/\pi_{old}$ 不变
-（解耦的目标，Hilton et al. 2021；Yao et al. 2025 的 TIS）。
+（解耦的目标，Hilton et al. 2022；Yao et al. 2025 的 TIS）。
 
 全部函数是逐 token 张量上的纯函数，形状约定同 `rlhf_toy.losses`：`logps (B, T)`、`sampler_logps (B, T)`、`mask (B, T)`。
 """

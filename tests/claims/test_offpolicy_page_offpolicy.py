@@ -3,7 +3,11 @@ verl 0.9.1's rollout correction, checked against the pinned libraries."""
 
 from __future__ import annotations
 
+import importlib.util
+import inspect
+import re
 import tempfile
+from pathlib import Path
 
 import pytest
 from trl import GRPOConfig, GRPOTrainer
@@ -90,3 +94,44 @@ def test_trl_warns_when_the_vllm_server_returns_unprocessed_logprobs():
     # offpolicy 常见错误: “TRL 在 vLLM 服务器不是 --logprobs-mode processed_logprobs 时发警告”.
     text = source(GRPOTrainer.__init__)
     assert 'if logprobs_mode != "processed_logprobs": logger.warning(' in text
+
+
+def test_trl_and_verl_scale_the_trainer_logits_by_the_sampling_temperature():
+    # offpolicy: “采样温度不算 μ ≠ π：TRL 1.16 与 verl 0.9.1 在训练器里用同一个温度缩放 logits；
+    # top-k / top-p 只在采样时用，训练器算的是全词表上的概率”.
+    from trl.trainer.utils import add_fused_lm_head
+
+    init = source(GRPOTrainer.__init__)
+    assert "self.temperature = args.temperature" in init
+    assert re.search(r"add_fused_lm_head\(.{0,120}?temperature=self\.temperature", init)
+    assert "temperature" in inspect.signature(add_fused_lm_head).parameters
+    assert not {"top_k", "top_p"} & set(inspect.signature(add_fused_lm_head).parameters)
+    trainer = module_source("verl.trainer.ppo.ray_trainer")
+    assert 'batch.meta_info["temperature"] = self.config.actor_rollout_ref.rollout.temperature' in trainer
+    # verl.workers.engine imports peft at package import: read the file next to the verl package instead
+    verl_root = Path(importlib.util.find_spec("verl").origin).parent
+    engine = " ".join((verl_root / "workers/engine/fsdp/transformer_impl.py").read_text(encoding="utf-8").split())
+    assert "return logits / temperature.clamp(min=1e-8).to(logits.dtype)" in engine
+    assert 'temperature = micro_batch["temperature"]' in engine
+
+
+def test_verl_bypass_mode_reuses_the_rollout_logps_and_is_off_by_default():
+    # offpolicy: “verl 的 bypass_mode=True 把采样器的对数概率当成 old_log_prob 放进 PPO 比率；
+    # RolloutCorrectionConfig 默认 bypass_mode=False（解耦）”.
+    from verl.trainer.config.algorithm import RolloutCorrectionConfig
+
+    assert RolloutCorrectionConfig().bypass_mode is False
+    assert RolloutCorrectionConfig.bypass_ppo_clip().bypass_mode is True
+    text = module_source("verl.trainer.config.algorithm")
+    assert "True: Bypass mode - reuse rollout_log_prob as old_log_prob (2 policies)" in text
+    assert "False: Decoupled mode - compute old_log_prob separately (3 policies)" in text
+
+
+def test_verl_icepop_level_comes_from_rollout_is():
+    # offpolicy: “rollout_is="token" 配 "0.5_2.0" 是逐 token 的双侧掩码（IcePop）；默认 rollout_is="sequence" 时是序列级的”.
+    from verl.trainer.config.algorithm import RolloutCorrectionConfig
+
+    assert RolloutCorrectionConfig().rollout_is == "sequence"
+    icepop = RolloutCorrectionConfig.decoupled_token_icepop()
+    assert icepop.rollout_is == "token"
+    assert icepop.rollout_is_threshold == "0.5_5.0"

@@ -1,5 +1,5 @@
 """Rollout correction: rlhf_toy `importance_weights` / `effective_sample_size` vs verl 0.9.1
-`compute_rollout_correction_weights` (token / sequence TIS, IcePop "lower_upper" token mask), and the off-policy
+`compute_rollout_correction_weights` (token / sequence TIS, IcePop "lower_upper" token mask, "lower_upper" at sequence level), and the off-policy
 sequence mask vs TRL 1.16 `GRPOTrainer.get_off_policy_mask`.
 
 Intended differences (chapter 12, offpolicy section): verl zeroes the weights at padding and broadcasts the sequence
@@ -49,6 +49,18 @@ def test_icepop_lower_upper_is_a_token_mask(seed, dtype):
     ours = importance_weights(logps, mu, mask, "token_mask", clip_max=2.0, clip_min=0.5)
     theirs, _ = compute_rollout_correction_weights(logps - mu, mask, rollout_is="token", rollout_is_threshold="0.5_2.0")
     assert_same(ours * mask, theirs, "IcePop token mask")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("seed", SEEDS)
+def test_lower_upper_at_sequence_level_is_a_sequence_mask(seed, dtype):
+    # verl's default rollout_is="sequence" with a "lower_upper" threshold: the two bounds act on the sequence weight.
+    logps, mu, mask = rollout_batch(seed, dtype)
+    ours = importance_weights(logps, mu, mask, "sequence_mask", clip_max=2.0, clip_min=0.5)
+    theirs, _ = compute_rollout_correction_weights(
+        logps - mu, mask, rollout_is="sequence", rollout_is_threshold="0.5_2.0"
+    )
+    assert_same(ours.expand_as(mask) * mask, theirs, "two-sided sequence mask")
 
 
 def test_verl_clamps_the_log_ratio_and_trl_does_not():
