@@ -48,7 +48,7 @@ from rlhf_toy.importance import IS_MODES, importance_weights
 from rlhf_toy.tasks.calculator import CalculatorTask, render
 
 # %% [markdown]
-# ## 过时与不一致的采样器（offpolicy 部分）
+# ## 过时与不一致的采样器
 #
 # 查表策略上，样本来自落后 $k$ 步的策略或与训练器不同的采样器（温度、top-k、top-p、bf16）时，
 # 策略梯度的期望更新与真梯度差多少（精确计算，不采样）；截断重要性采样（TIS）与掩码重要性采样（MIS）能补回多少。
@@ -114,10 +114,10 @@ else:
     print("no cache here (Colab): see the chapter page for the figure")
 
 # %% [markdown]
-# ## On-policy distillation vs SFT on teacher samples (同策略蒸馏与教师样本 SFT)
+# ## 同策略蒸馏与教师样本 SFT
 #
-# First the exact bench: a bimodal teacher over 61 answers and a one-Gaussian student fitted on the exact forward KL
-# (mode covering) and on the exact reverse KL (mode seeking). Then a quick tiny-transformer run of both methods.
+# 先看精确实验台：61 个回答上的双峰教师，学生只能是一个离散高斯，分别在精确的正向 KL（众数覆盖）与精确的反向 KL
+# （众数寻求）上拟合。然后在极小 Transformer 上把几种方法各跑一个快速版。
 
 # %%
 teacher = bimodal_teacher()
@@ -139,9 +139,8 @@ plt.legend()
 plt.show()
 
 # %% [markdown]
-# Quick run on one-digit addition (10 steps; the page reads the full 300-step run from the cache).
-# Accuracy is plotted against the number of *sampled* tokens: the student's for on-policy distillation,
-# the teacher's for SFT.
+# 一位数加法上的快速版（10 步；章节页读的是 300 步完整版的缓存）。横轴是**采样的** token 数：
+# 同策略蒸馏数学生采的，教师样本 SFT 数教师采的。
 
 # %%
 res = run_distill(seed=0, steps=10, eval_every=5)
@@ -153,7 +152,7 @@ plt.legend()
 plt.show()
 
 # %% [markdown]
-# ## 工具调用：遮住工具输出（Tool use: masking tool-output tokens）
+# ## 工具调用：遮住工具输出
 #
 # 策略写 `<call>a+b<res>`，环境把计算器的结果接在后面，策略再写最终答案。下面先看一条示范与它的 `tool_mask`，
 # 再从缓存 `docs/data/tools.json` 画出三种设置（遮、不遮、不遮但打乱工具 token 的优势）的训练曲线，最后现场跑一个快速版。
