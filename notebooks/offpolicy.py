@@ -50,7 +50,7 @@ from rlhf_toy.tasks.calculator import CalculatorTask, render
 # %% [markdown]
 # ## 过时与不一致的采样器
 #
-# 查表策略上，样本来自落后 $k$ 步的策略或与训练器不同的采样器（温度、top-k、top-p、bf16）时，
+# 查表策略上，样本来自落后 $k$ 步的策略或与训练器不同的采样器（top-k、top-p、bf16；温度两行模拟的是训练器忘了除以采样温度的情形）时，
 # 策略梯度的期望更新与真梯度差多少（精确计算，不采样）；截断重要性采样（TIS）与掩码重要性采样（MIS）能补回多少。
 # 最后读出极小 Transformer 完整版的缓存（`docs/data/offpolicy.json`，有的话）画学习曲线。几秒内跑完。
 
@@ -65,7 +65,7 @@ for mode in IS_MODES:
     print(mode, importance_weights(logps, sampler_logps, mask, mode, clip_max=3.0).tolist())
 
 # %% [markdown]
-# 偏差随落后步数 k、TIS / MIS 的偏差与方差随截断点 C：
+# 偏差随落后步数 k、TIS / MIS 的偏差与方差随上界 C：
 
 # %%
 by_k, by_cap = bias_vs_staleness(), bias_vs_cap()

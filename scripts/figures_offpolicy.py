@@ -38,7 +38,7 @@ def offpolicy_bias(path: Path) -> None:
     for c in ("tis", "mis"):
         axes[1].plot(caps, by_cap[c], color=COLORS[c], label=f"{c.upper()} 偏差")
         axes[1].plot(caps, by_cap[f"{c}_variance"], ls=":", color=COLORS[c], label=f"{c.upper()} 方差")
-    axes[1].set(xlabel="截断点 C（k = 16）", ylabel="相对偏差 / 方差", xscale="log")
+    axes[1].set(xlabel="上界 C（k = 16）", ylabel="相对偏差 / 方差", xscale="log")
     axes[1].legend(loc="center left", fontsize=7, ncol=2)
     figures.save(fig, path)
 

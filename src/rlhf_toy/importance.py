@@ -1,4 +1,4 @@
-r"""采样器与训练器不一致时的重要性权重（第 12 章）：截断（TIS）、掩码（MIS）、序列级掩码。
+r"""采样器与训练器不一致时的重要性权重（第 12 章）：限幅（TIS，截断重要性采样）、掩码（MIS）、序列级掩码。
 
 记号：$\pi_{old}$ 是训练器在采样之后**重新算出**的对数概率（TRL 的 `old_per_token_logps`），
 $\mu$ 是采样器（推理引擎、旧快照、温度 / top-k 采样）在采样时给出的对数概率（TRL 的 `sampling_per_token_logps`）。
@@ -44,7 +44,7 @@ def importance_weights(
     clip_max: float | None = 3.0,
     clip_min: float | None = None,
 ) -> Tensor:
-    r"""采样器与训练器之间的重要性权重 $\rho = \pi_{old}/\mu$，按 `mode` 截断或掩掉（不带梯度）。
+    r"""采样器与训练器之间的重要性权重 $\rho = \pi_{old}/\mu$，按 `mode` 限幅或掩掉（不带梯度）。
 
     * 逐 token：$\rho_t = \exp(\log\pi_{old,t} - \log\mu_t)$；
     * 序列级：$\rho = \exp\big(\sum_t m_t(\log\pi_{old,t} - \log\mu_t)\big)$，即逐 token 比率之**积**（掩码内求和，同 TRL）；
@@ -57,7 +57,7 @@ def importance_weights(
     * 填充位置与掩码全为 0 的行：逐 token 权重为 1，序列权重为 1（乘到损失上之后仍被掩码去掉）；
     * 掩码内的 NaN：差值记 0，权重为 1；
     * 掩码内的 $+\infty$ 差值（$\mu_t = 0$）：`torch.nan_to_num` 把它换成 dtype 的最大有限值，权重 $+\infty$，
-      截断模式给 $C_{max}$，掩码模式给 0；$-\infty$（$\pi_{old,t} = 0$）换成最小有限值，权重 0；
+      `*_truncate` 模式给 $C_{max}$，`*_mask` 模式给 0；$-\infty$（$\pi_{old,t} = 0$）换成最小有限值，权重 0；
     * 同一序列里既有 $+\infty$ 又有 $-\infty$：两个有限的极值相互抵消，其余 token 的差值可能被“吃掉”（浮点舍入），
       序列权重有限但没有意义（TRL 同样如此）；求和若得到 NaN 就报错（TRL 会把 NaN 带进损失）。
 
@@ -73,7 +73,7 @@ def importance_weights(
         逐 token 模式形状 `(B, T)`，序列模式形状 `(B, 1)`，dtype 同 `logps`，不带梯度。
 
     Raises:
-        ValueError: 形状不符、`mask` 不是 0/1、`mode` 未知、界不合法（`clip_min ≥ clip_max`，截断模式两个界都是
+        ValueError: 形状不符、`mask` 不是 0/1、`mode` 未知、界不合法（`clip_min ≥ clip_max`，`*_truncate` 模式两个界都是
             `None`，负数或 NaN），或某条序列的对数比率之和是 NaN。
 
     Examples:
@@ -109,7 +109,7 @@ def importance_metrics(logps: Tensor, sampler_logps: Tensor, mask: Tensor, weigh
     r"""TRL 1.16 记录的采样偏差指标，键名相同。
 
     * `sampling/sampling_logp_difference/{mean,max}`：掩码内 $|\log\pi_{old} - \log\mu|$ 的均值与最大值（跳过 NaN）；
-    * `sampling/importance_sampling_ratio/{min,mean,max}`：权重（截断或掩码**之后**）的最小、平均、最大值；
+    * `sampling/importance_sampling_ratio/{min,mean,max}`：权重（限幅或掩码**之后**）的最小、平均、最大值；
       逐 token 权重只看掩码内，序列权重看每一行（含空行，同 TRL）。
 
     没有可统计的元素时记 0（同 TRL）。

@@ -34,7 +34,7 @@ def per_answer_weights(logps: Tensor, sampler_logps: Tensor, correction: str, cl
         logps: $\log\pi$，形状 `(P, V)`。
         sampler_logps: $\log\mu$，形状 `(P, V)`，可以含 $-\infty$（top-k / top-p）。
         correction: `"none"`、`"is"`、`"tis"` 或 `"mis"`。
-        clip_max: $C$（`tis` 的截断点、`mis` 的掩码阈值）。
+        clip_max: $C$（`tis` 的上界、`mis` 的掩码阈值）。
 
     Returns:
         形状 `(P, V)` 的权重。

@@ -127,6 +127,35 @@ def test_verl_bypass_mode_reuses_the_rollout_logps_and_is_off_by_default():
     assert "False: Decoupled mode - compute old_log_prob separately (3 policies)" in text
 
 
+def test_verl_dual_clip_caps_negative_advantage_tokens_at_clip_ratio_c():
+    # offpolicy: “优势为负的样本在比率超过 verl 的 dual-clip 上界 clip_ratio_c（默认 3.0）之前不受限，超过之后梯度也为 0”.
+    import dataclasses
+
+    import torch
+    from verl.trainer.ppo.core_algos import compute_policy_loss_vanilla
+    from verl.workers.config.actor import ActorConfig
+
+    assert {f.name: f.default for f in dataclasses.fields(ActorConfig)}["clip_ratio_c"] == 3.0
+    assert "pg_losses3 = -advantages * clip_ratio_c" in module_source("verl.trainer.ppo.core_algos")
+    grads = []
+    for ratio in (1.5, 2.5, 5.0):
+        log_prob = torch.tensor([[float(torch.tensor(ratio).log())]], requires_grad=True)
+        config = ActorConfig(
+            strategy="fsdp", rollout_n=1, ppo_micro_batch_size_per_gpu=1, clip_ratio=0.2, clip_ratio_c=3.0
+        )
+        loss, _ = compute_policy_loss_vanilla(
+            old_log_prob=torch.zeros(1, 1),
+            log_prob=log_prob,
+            advantages=-torch.ones(1, 1),
+            response_mask=torch.ones(1, 1),
+            loss_agg_mode="token-mean",
+            config=config,
+        )
+        loss.backward()
+        grads.append(round(log_prob.grad.item(), 3))
+    assert grads == [1.5, 2.5, 0.0]
+
+
 def test_verl_icepop_level_comes_from_rollout_is():
     # offpolicy: “rollout_is="token" 配 "0.5_2.0" 是逐 token 的双侧掩码（IcePop）；默认 rollout_is="sequence" 时是序列级的”.
     from verl.trainer.config.algorithm import RolloutCorrectionConfig

@@ -88,7 +88,7 @@ def bias_vs_staleness(seed: int = 0, clip_max: float = 3.0) -> dict[str, list[fl
 
 
 def bias_vs_cap(seed: int = 0, staleness: int = 16) -> dict[str, list[float]]:
-    """固定 $k$，TIS 的截断点 $C$ 换取什么：相对偏差与单样本方差随 $C$ 变化（MIS 一并给出）。
+    """固定 $k$，TIS 的上界 $C$ 换取什么：相对偏差与单样本方差随 $C$ 变化（MIS 一并给出）。
 
     Args:
         seed: 随机种子。

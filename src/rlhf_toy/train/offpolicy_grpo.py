@@ -41,7 +41,7 @@ class OffPolicyGRPOConfig:
         steps: 采样—更新的轮数（每轮一次优化步，`num_iterations = 1`）。
         staleness: 采样用的参数落后几个优化步 $k$（0 即同策略）。
         sampler_temperature: 采样器的温度（训练器总用策略自己的温度 1.0）。
-        sampler_top_k: 采样器的 top-k；`None` 表示不截断。
+        sampler_top_k: 采样器的 top-k；`None` 表示不过滤。
         vllm_importance_sampling_correction: 是否乘重要性权重。
         vllm_importance_sampling_mode: 见 `IS_MODES`。
         vllm_importance_sampling_clip_max: 上界 $C_{max}$。
@@ -76,7 +76,7 @@ def sample_with(
         prompts: 提示词，形状 `(P, Lp)`。
         num_generations: 每个提示词的回答数 $G$（组内相邻）。
         temperature: 采样温度 $\tau$。
-        top_k: top-k；`None` 表示不截断。
+        top_k: top-k；`None` 表示不过滤。
 
     Returns:
         `(completions, mask, sampler_logps)`，形状均为 `(P * G, T)`；EOS 之后填 `pad_id`，那里的 `sampler_logps` 为 0。
