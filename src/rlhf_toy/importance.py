@@ -1,7 +1,7 @@
 r"""采样器与训练器不一致时的重要性权重（第 12 章）：限幅（TIS，截断重要性采样）、掩码（MIS）、序列级掩码。
 
 记号：$\pi_{old}$ 是训练器在采样之后**重新算出**的对数概率（TRL 的 `old_per_token_logps`），
-$\mu$ 是采样器（推理引擎、旧快照、温度 / top-k 采样）在采样时给出的对数概率（TRL 的 `sampling_per_token_logps`）。
+$\mu$ 是采样器（推理引擎、旧快照、top-k / top-p 过滤）在采样时给出的对数概率（TRL 的 `sampling_per_token_logps`）。
 权重 $\rho = \pi_{old}/\mu$ 是一个**额外的乘子**，乘在逐 token 损失上；PPO / GRPO 的比率 $\pi_\theta/\pi_{old}$ 不变
 （解耦的目标，Hilton et al. 2022；Yao et al. 2025 的 TIS）。
 

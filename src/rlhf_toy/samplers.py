@@ -52,7 +52,7 @@ def top_k_logps(logits: Tensor, top_k: int, temperature: float = 1.0) -> Tensor:
     Args:
         logits: 形状 `(..., V)`。
         top_k: 保留几个 token，$1 \le k$；$k \ge V$ 时等于温度采样。
-        temperature: $\tau > 0$（先除温度再截断，同 transformers 与 vLLM 的顺序）。
+        temperature: $\tau > 0$（先除温度再过滤，同 transformers 与 vLLM 的顺序）。
 
     Returns:
         形状 `(..., V)` 的对数概率，保留集外为 $-\infty$。

@@ -25,7 +25,7 @@ def test_trl_gold_config_has_the_on_policy_fraction_lmbda():
 
 
 def test_verl_distillation_defaults_policy_gradient_with_k3():
-    # "verl 0.9.1 默认 use_policy_gradient=True、loss_mode='k3'、policy_loss_mode='vanilla'，loss_max_clamp=10"
+    # "Python 数据类 DistillationLossConfig 的默认：use_policy_gradient=True、loss_mode='k3'、policy_loss_mode='vanilla'、loss_max_clamp=10"
     from verl.workers.config import DistillationLossConfig
 
     f = fields(DistillationLossConfig)
@@ -90,3 +90,43 @@ def test_verl_k3_as_the_advantage_does_not_follow_the_reverse_kl_gradient():
         grad = torch.autograd.grad(surrogate, logits, retain_graph=True)[0]
         assert torch.allclose(grad, expected), mode
     assert not torch.allclose(reverse - forward, reverse)
+
+
+def _verl_generated_config():
+    import importlib.util
+    from pathlib import Path
+
+    from omegaconf import OmegaConf
+
+    root = Path(importlib.util.find_spec("verl").origin).parent
+    return OmegaConf.load(root / "trainer/config/_generated_ppo_trainer.yaml")
+
+
+def test_verl_shipped_distillation_config_backpropagates_k3():
+    # "verl 自带的配置里 use_policy_gradient 是 false、loss_mode="k3"、loss_max_clamp: null：逐 token 的 k3 直接当损失反传"
+    import inspect
+
+    from verl.trainer.distillation import losses
+
+    shipped = _verl_generated_config().distillation.distillation_loss
+    assert (shipped.use_policy_gradient, shipped.loss_mode, shipped.loss_max_clamp) == (False, "k3", None)
+    src = inspect.getsource(losses.distillation_loss)
+    direct = src.split("# Directly backpropagate distillation loss as a supervised loss", 1)[1]
+    assert "agg_loss(\n            loss_mat=distillation_losses," in direct
+
+
+def test_verl_k3_as_a_loss_follows_the_forward_kl_gradient():
+    # "学生样本上 k3 的期望梯度是正向 KL 的梯度（第 7 章“放进损失”），不是反向 KL"
+    import torch
+    import verl.trainer.ppo.core_algos as core_algos
+
+    torch.manual_seed(0)
+    logits = torch.randn(6, dtype=torch.float64, requires_grad=True)
+    teacher = torch.randn(6, dtype=torch.float64).log_softmax(0)
+    logps = logits.log_softmax(0)
+    probs = logps.exp()
+    reverse = torch.autograd.grad((probs * (logps - teacher)).sum(), logits, retain_graph=True)[0]
+    forward = torch.autograd.grad((teacher.exp() * (teacher - logps)).sum(), logits, retain_graph=True)[0]
+    # 直接反传：样本 y ~ π 固定，对 k3(y) 求导，再按 π 加权求期望
+    expected_grad = torch.autograd.grad((probs.detach() * core_algos.kl_penalty(logps, teacher, "k3")).sum(), logits)[0]
+    assert torch.allclose(expected_grad, forward) and not torch.allclose(expected_grad, reverse)

@@ -164,3 +164,18 @@ def test_verl_icepop_level_comes_from_rollout_is():
     icepop = RolloutCorrectionConfig.decoupled_token_icepop()
     assert icepop.rollout_is == "token"
     assert icepop.rollout_is_threshold == "0.5_5.0"
+
+
+def test_verl_ships_with_rollout_correction_off():
+    # offpolicy: “verl 自带的配置里 rollout_is: null：默认不乘重要性权重、只记指标”.
+    import dataclasses
+    import importlib.util
+    from pathlib import Path
+
+    from omegaconf import OmegaConf
+    from verl.trainer.config.algorithm import AlgoConfig
+
+    assert {f.name: f.default for f in dataclasses.fields(AlgoConfig)}["rollout_correction"] is None
+    root = Path(importlib.util.find_spec("verl").origin).parent
+    shipped = OmegaConf.load(root / "trainer/config/_generated_ppo_trainer.yaml").algorithm.rollout_correction
+    assert shipped.rollout_is is None and shipped.rollout_rs is None
