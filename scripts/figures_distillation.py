@@ -1,6 +1,6 @@
 """第 12 章蒸馏一节的两张图，数据读自缓存 docs/data/distillation.json（由 scripts/run_offpolicy.py distillation 写）。
 
-.venv/bin/python scripts/figures_distillation.py     # 写 docs/figures/offpolicy-distillation-*.svg
+.venv/bin/python scripts/figures.py offpolicy-distillation    # 重画 docs/figures/offpolicy-distillation-*.svg
 """
 
 from __future__ import annotations
@@ -72,9 +72,3 @@ FIGURES: dict[str, Callable[[Path], None]] = {
     "offpolicy-distillation-modes": modes,
     "offpolicy-distillation-tokens": tokens,
 }
-
-if __name__ == "__main__":
-    figures.setup()
-    for name, draw in FIGURES.items():
-        draw(ROOT / "docs" / "figures" / f"{name}.svg")
-        print(name)

@@ -1,6 +1,6 @@
 """第 12 章（异策略部分）的两张图：偏差随 k 与 C 的变化（精确计算），学习曲线随 k 的变化（读缓存）。
 
-.venv/bin/python scripts/figures_offpolicy.py        # 写 docs/figures/offpolicy-offpolicy-*.svg
+.venv/bin/python scripts/figures.py offpolicy-offpolicy    # 重画 docs/figures/offpolicy-offpolicy-*.svg
 """
 
 from __future__ import annotations
@@ -73,9 +73,3 @@ FIGURES: dict[str, Callable[[Path], None]] = {
     "offpolicy-offpolicy-bias": offpolicy_bias,
     "offpolicy-offpolicy-staleness": offpolicy_staleness,
 }
-
-if __name__ == "__main__":
-    figures.setup()
-    for name, draw in FIGURES.items():
-        draw(figures.OUT / f"{name}.svg")
-        print(f"wrote docs/figures/{name}.svg")

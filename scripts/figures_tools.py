@@ -1,6 +1,6 @@
 """第 12 章（工具部分）的两张图：一条工具回答的 token 条带（谁写的、进不进损失），遮与不遮工具输出的训练曲线。
 
-    .venv/bin/python scripts/figures_tools.py        # 写 docs/figures/offpolicy-tools-*.svg
+    .venv/bin/python scripts/figures.py offpolicy-tools    # 重画 docs/figures/offpolicy-tools-*.svg
 
 数据都读缓存 docs/data/tools.json（`scripts/run_offpolicy.py tools`）。
 """
@@ -92,9 +92,3 @@ FIGURES: dict[str, Callable[[Path], None]] = {
     "offpolicy-tools-strip": tools_strip,
     "offpolicy-tools-training": tools_training,
 }
-
-if __name__ == "__main__":
-    figures.setup()
-    for name, draw in FIGURES.items():
-        draw(figures.OUT / f"{name}.svg")
-        print(f"wrote docs/figures/{name}.svg")
