@@ -71,10 +71,9 @@ def test_verl_distillation_adds_the_task_reward_policy_loss_by_default():
     assert "policy_loss += distill_loss * distillation_loss_coef" in src
 
 
-def test_verl_k3_as_the_advantage_does_not_follow_the_reverse_kl_gradient():
-    # "用 k3 当优势时，期望梯度不再是反向 KL 的梯度（第 7 章：是反向与正向 KL 两个梯度之差）；k1 才是"
+def _student_teacher_and_kl_gradients():
+    """A six-answer student (logits with grad) and teacher, and the exact gradients of KL(π‖π_T) and KL(π_T‖π)."""
     import torch
-    import verl.trainer.ppo.core_algos as core_algos
 
     torch.manual_seed(0)
     logits = torch.randn(6, dtype=torch.float64, requires_grad=True)
@@ -83,6 +82,15 @@ def test_verl_k3_as_the_advantage_does_not_follow_the_reverse_kl_gradient():
     probs = logps.exp()
     reverse = torch.autograd.grad((probs * (logps - teacher)).sum(), logits, retain_graph=True)[0]
     forward = torch.autograd.grad((teacher.exp() * (teacher - logps)).sum(), logits, retain_graph=True)[0]
+    return logits, teacher, logps, probs, reverse, forward
+
+
+def test_verl_k3_as_the_advantage_does_not_follow_the_reverse_kl_gradient():
+    # "用 k3 当优势时，期望梯度不再是反向 KL 的梯度（第 7 章：是反向与正向 KL 两个梯度之差）；k1 才是"
+    import torch
+    import verl.trainer.ppo.core_algos as core_algos
+
+    logits, teacher, logps, probs, reverse, forward = _student_teacher_and_kl_gradients()
     for mode, expected in (("k1", reverse), ("k3", reverse - forward)):
         # verl: advantages = -kl_penalty(student, teacher, mode).detach(); vanilla 同策略损失的梯度 = -A ∇log π
         advantages = -core_algos.kl_penalty(logps.detach(), teacher, mode)
@@ -120,13 +128,7 @@ def test_verl_k3_as_a_loss_follows_the_forward_kl_gradient():
     import torch
     import verl.trainer.ppo.core_algos as core_algos
 
-    torch.manual_seed(0)
-    logits = torch.randn(6, dtype=torch.float64, requires_grad=True)
-    teacher = torch.randn(6, dtype=torch.float64).log_softmax(0)
-    logps = logits.log_softmax(0)
-    probs = logps.exp()
-    reverse = torch.autograd.grad((probs * (logps - teacher)).sum(), logits, retain_graph=True)[0]
-    forward = torch.autograd.grad((teacher.exp() * (teacher - logps)).sum(), logits, retain_graph=True)[0]
+    logits, teacher, logps, probs, reverse, forward = _student_teacher_and_kl_gradients()
     # 直接反传：样本 y ~ π 固定，对 k3(y) 求导，再按 π 加权求期望
     expected_grad = torch.autograd.grad((probs.detach() * core_algos.kl_penalty(logps, teacher, "k3")).sum(), logits)[0]
     assert torch.allclose(expected_grad, forward) and not torch.allclose(expected_grad, reverse)
