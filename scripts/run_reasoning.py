@@ -22,7 +22,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 import rlhf_toy  # noqa: E402, F401 - 固定数值设置，必须在任何张量计算之前
-from rlhf_toy.demos.reasoning import best_of_n_sweep, format_row, pass_at_k_curve, rl_from, warm_start  # noqa: E402
+from rlhf_toy.demos.reasoning import (  # noqa: E402
+    best_of_n_sweep,
+    forced_mode_accuracy,
+    format_row,
+    pass_at_k_curve,
+    rl_from,
+    warm_start,
+)
 
 CACHE = ROOT / "docs" / "data" / "reasoning.json"
 FIGURES = {
@@ -56,6 +63,8 @@ RUNS = {  # 名字 -> run_rl 的参数
     "r1_zero": {"algorithm": "grpo", "start": "format"},
 }
 PASS_AT_K_N = 64
+FORCED_N = 16  # 强制第一个 token 的对照：每道题每种写法的样本数
+BEST_OF_N_SEEDS = (1, 2)  # 种子 0 之外的 best-of-N（第 8 章的曲线是种子 0–2 的平均）
 
 
 def code_hash() -> str:
@@ -76,7 +85,9 @@ def run(quick: bool) -> dict:
     """跑全部实验，返回可写进 JSON 的结果（`timings` 是各部分的墙钟秒数）。
 
     两个热启动各做一次，每个强化学习运行从它们的深拷贝出发（模型、任务及其随机数生成器都复制），
-    所以各运行互不影响、与单独运行时相同。pass@k 用热启动模型与 `grpo`、`r1_zero` 两个运行的最终模型。
+    所以各运行互不影响、与单独运行时相同。pass@k 用热启动模型与 `grpo`、`r1_zero` 两个运行的最终模型；
+    强制第一个 token 的对照（`forced_mode_accuracy`）用草稿热启动模型与 `grpo` 的最终模型。
+    新加的几项都放在最后，前面各项的随机数不受影响。
     """
     import torch
 
@@ -114,6 +125,25 @@ def run(quick: bool) -> dict:
         print(start, pass_at_k[f"{start}/before"], pass_at_k[f"{start}/after"], flush=True)
     out["pass_at_k"] = {name: {str(k): r4(v) for k, v in c.items()} for name, c in pass_at_k.items()}
     timings["pass_at_k"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    forced = {}
+    for label, policy in (("before", starts["scratchpad"][1]), ("after", finals["grpo"])):
+        torch.manual_seed(2)
+        acc = forced_mode_accuracy(policy, starts["scratchpad"][0], 2 if quick else FORCED_N)
+        forced[label] = {
+            "scratchpad": r4(acc["scratchpad"].mean().item()),
+            "direct": r4(acc["direct"].mean().item()),
+            "best_per_problem": r4(torch.maximum(acc["scratchpad"], acc["direct"]).mean().item()),
+        }
+        print("forced first token", label, forced[label], flush=True)
+    out["forced_first_token"] = {"n": 2 if quick else FORCED_N, **forced}
+    timings["forced_first_token"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    out["best_of_n_seeds"] = {
+        str(s): [{k: r4(v) if isinstance(v, float) else v for k, v in r.items()} for r in best_of_n_sweep(s)]
+        for s in BEST_OF_N_SEEDS
+    }
+    timings["best_of_n_seeds"] = time.perf_counter() - t0
     out["timings"] = {k: round(v, 1) for k, v in timings.items()}
     return out
 

@@ -188,3 +188,25 @@ def test_cross_entropy_on_teacher_samples_is_forward_kl_plus_teacher_entropy():
     cross_entropy = -(teacher.exp() * student).sum()
     entropy = -(teacher.exp() * teacher).sum()
     torch.testing.assert_close(cross_entropy, token_kl(student, teacher, "forward") + entropy)
+
+
+def test_minus_kl_baseline_keeps_the_expected_gradient_and_lowers_the_variance():
+    # 页面“完整版”之后的方差表：一个位置上 E[A_t] = −KL_t，减掉它期望梯度不变（仍是精确反向 KL 的梯度），方差变小。
+    from rlhf_toy.demos.distillation import advantage_variance
+
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(16, generator=g, dtype=torch.float64)
+    teacher = torch.randn(16, generator=g, dtype=torch.float64).log_softmax(0)
+    theta = logits.clone().requires_grad_(True)
+    exact = torch.autograd.grad(token_kl(theta, teacher, "reverse"), theta)[0]
+    probs = logits.softmax(0)
+    advantages = teacher - probs.log()
+    scores = torch.eye(16, dtype=torch.float64) - probs
+    variances = []
+    for baseline in (0.0, (probs * advantages).sum()):
+        grads = -(advantages - baseline)[:, None] * scores
+        assert torch.allclose(probs @ grads, exact)
+        variances.append((probs * grads.square().sum(-1)).sum() - exact.square().sum())
+    assert variances[1] < variances[0]
+    rows = [line.split() for line in advantage_variance().splitlines()[1:]]
+    assert all(float(r[3]) < float(r[2]) for r in rows)

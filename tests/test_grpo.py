@@ -403,7 +403,7 @@ def test_single_iteration_with_detached_logps_equals_explicit_old_logps():
     train_grpo(policy, task, GRPOConfig(steps=3, num_iterations=1, beta=0.04))
     task, _ = _bandit(seed=3)
     ref = explicit.frozen_copy()
-    optimizer = torch.optim.Adam(explicit.parameters(), lr=GRPOConfig().learning_rate)
+    optimizer = torch.optim.Adam(explicit.parameters(), lr=GRPOConfig().learning_rate, fused=True)
     torch.manual_seed(0)
     for _ in range(3):
         prompts = task.prompts()

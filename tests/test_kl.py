@@ -13,7 +13,8 @@ import re
 import pytest
 import torch
 
-from rlhf_toy import kl_estimate
+from rlhf_toy import BanditTask, TablePolicy, importance_corrected_k3, kl_estimate
+from rlhf_toy.kl_study import exact_kl_gradient, expected_kl_gradient, per_sample_kl_gradients
 
 # 一个 5 类的小分布：q = π_θ（采样分布），p = π_ref
 Q = [0.05, 0.10, 0.20, 0.25, 0.40]
@@ -104,6 +105,86 @@ def test_k1_and_k2_values():
     ref = torch.tensor([[-1.5, -1.0]], dtype=torch.float64)
     assert kl_estimate(lp, ref, "k1")[0].tolist() == pytest.approx([1.0, -1.0], abs=1e-12)
     assert kl_estimate(lp, ref, "k2")[0].tolist() == pytest.approx([0.5, 0.5], abs=1e-12)
+
+
+def test_off_policy_expected_gradients_only_w_k3_is_reverse_kl():
+    """docs/kl.md 的“异策略”：样本来自 π_old ≠ π_θ 时，E_{π_old}[∇k3] = Σ π_old (1 − π_ref/π_θ) ∇log π_θ 两个 KL 的梯度都不是，
+    k2 也不再是反向 KL 的梯度，只有 w·k3 是。老虎机第 0 个提示词，π_old 把正确回答抬高 3，π_θ 抬高 3.5；对支撑集精确求和。"""
+    torch.manual_seed(0)
+    task = BanditTask.make(n_prompts=20, n_answers=8)
+    ref = TablePolicy.random(20, 8).logits[0].detach().double().log_softmax(-1)
+    old = ref.clone()
+    old[task.correct[0]] += 3.0
+    old_logps = old.log_softmax(-1)
+    theta = ref.clone()
+    theta[task.correct[0]] += 3.5
+    reverse, forward = exact_kl_gradient(theta, ref, "reverse"), exact_kl_gradient(theta, ref, "forward")
+
+    def expected(per_answer):
+        t = theta.clone().requires_grad_(True)
+        logps = t.log_softmax(-1)
+        (grad,) = torch.autograd.grad((old_logps.exp() * per_answer(logps)).sum(), t)
+        return grad
+
+    k3 = expected(lambda lp: kl_estimate(lp[None], ref[None], "k3")[0])
+    k2 = expected(lambda lp: kl_estimate(lp[None], ref[None], "k2")[0])
+    corrected = expected(lambda lp: importance_corrected_k3(lp[None], ref[None], old_logps[None])[0])
+    # 闭式：Σ_y π_old(y) (1 − e^{d(y)}) (e_y − π_θ)，d 在 π_θ 处
+    probs = theta.softmax(-1)
+    coef = old_logps.exp() * (1 - (ref - theta.log_softmax(-1)).exp())
+    closed = coef - coef.sum() * probs
+    assert torch.allclose(k3, closed, atol=1e-12)
+    gap = (reverse - forward).abs().max().item()
+    assert gap > 0.05
+    for g in (k3, k2):
+        assert (g - reverse).abs().max().item() > 0.05 and (g - forward).abs().max().item() > 0.05
+    assert torch.allclose(corrected, reverse, atol=1e-12)
+
+
+def test_expected_gradient_with_verl_clamps_drops_clamped_answers():
+    """verl 的限幅（log_ratio_clamp=20, value_clamp=10）：k3 ≥ 10 的回答没有 KL 梯度，其余同未限幅的 k3（docs/kl.md 结论第 1 条）。"""
+    ref = torch.tensor([-1.0, -1.5, -2.0, -3.0], dtype=torch.float64).log_softmax(-1)
+    logits = ref.clone()
+    logits[0] += 6.0  # 其他回答的 π_θ/π_ref 约 1/60：d ≈ 4，k3 ≈ 50 > 10
+    logits[1] += 5.0  # 第 1 个回答：d ≈ 1，未被限幅
+    logps = logits.log_softmax(-1)
+    probs, d = logps.exp(), ref - logps
+    unclamped = 1 - d.exp()
+    kept = (d.exp() - d - 1) < 10
+    assert kept.tolist() == [True, True, False, False]
+    coef = probs * unclamped * kept
+    expected = coef - coef.sum() * probs  # Σ_y π(y) c(y) (e_y − π)
+    got = expected_kl_gradient(logits, ref, "k3", "loss", log_ratio_clamp=20.0, value_clamp=10.0)
+    assert torch.allclose(got, expected, atol=1e-12)
+    assert not torch.allclose(got, expected_kl_gradient(logits, ref, "k3", "loss"))
+    with pytest.raises(ValueError, match="k3_corrected 不支持限幅参数"):
+        expected_kl_gradient(logits, ref, "k3_corrected", value_clamp=10.0)
+
+
+@pytest.mark.parametrize(
+    ("estimator", "placement"),
+    [("k1", "loss"), ("k2", "loss"), ("k3", "loss"), ("k3_corrected", "loss"), ("k1", "reward"), ("k3", "reward")],
+)
+def test_per_sample_gradients_average_to_the_expected_gradient(estimator, placement):
+    """per_sample_kl_gradients 的第 y 行是 c(y)(e_y − π)，按 π 加权求和就是 expected_kl_gradient；逐行（提示词）互不相关。"""
+    torch.manual_seed(0)
+    ref = torch.randn(3, 5, dtype=torch.float64).log_softmax(-1)
+    logits = ref + torch.randn(3, 5, dtype=torch.float64)
+    g = per_sample_kl_gradients(logits, ref, estimator, placement)
+    assert g.shape == (3, 5, 5)
+    probs = logits.softmax(-1)
+    assert torch.allclose((probs[..., None] * g).sum(-2), expected_kl_gradient(logits, ref, estimator, placement))
+    d = ref - logits.log_softmax(-1)
+    coef = {
+        ("k1", "loss"): torch.ones_like(d),
+        ("k2", "loss"): -d,
+        ("k3", "loss"): 1 - d.exp(),
+        ("k3_corrected", "loss"): -d,
+        ("k1", "reward"): -d,
+        ("k3", "reward"): d.exp() - d - 1,
+    }[estimator, placement]
+    score = torch.eye(5, dtype=torch.float64) - probs[:, None, :]  # [b, y, :] = e_y − π_b
+    assert torch.allclose(g, coef[..., None] * score, atol=1e-12)
 
 
 @pytest.mark.parametrize(

@@ -200,6 +200,34 @@ def test_full_importance_sampling_is_unbiased_and_support_mismatch_is_not():
     torch.testing.assert_close(expected_update(logits, top2, rewards, "is"), coef - coef.sum(-1, keepdim=True) * pi)
 
 
+def test_token_level_weights_are_biased_for_a_sequence_reward():
+    # 页面：式 (is-ratios) 之后“奖励看整条回答时只有 ρ_seq 让更新无偏；只乘 ρ_t 即使不限幅也有偏”。
+    # 两个 token、V = 3，π(y1)·π(y2|y1) 与采样器 μ 各有自己的 logits，枚举全部 9 条回答。
+    g = torch.Generator().manual_seed(0)
+    V = 3
+    first, second = (
+        torch.randn(V, generator=g, dtype=torch.float64),
+        torch.randn(V, V, generator=g, dtype=torch.float64),
+    )
+    mu_first = first + torch.randn(V, generator=g, dtype=torch.float64)
+    mu_second = second + torch.randn(V, V, generator=g, dtype=torch.float64)
+    reward = torch.rand(V, V, generator=g, dtype=torch.float64)
+    params = [first.clone().requires_grad_(True), second.clone().requires_grad_(True)]
+    log1, log2 = params[0].log_softmax(-1), params[1].log_softmax(-1)  # log π(y1)，log π(y2 | y1)
+    mu1, mu2 = mu_first.log_softmax(-1), mu_second.log_softmax(-1)
+    logp = log1[:, None] + log2  # log π(y1, y2)
+    mu = (mu1[:, None] + mu2).exp()
+    truth = torch.autograd.grad((logp.exp() * reward).sum(), params, retain_graph=True)
+    rho1, rho2 = (log1 - mu1).exp().detach()[:, None], (log2 - mu2).exp().detach()
+    seq = (mu * (rho1 * rho2) * reward * logp).sum()  # (Π_t ρ_t) R Σ_t ∇log π
+    tok = (mu * reward * (rho1 * log1[:, None] + rho2 * log2)).sum()  # Σ_t ρ_t R ∇log π(y_t | y_<t)
+    flat = torch.cat([t.flatten() for t in truth])
+    for surrogate, biased in ((seq, False), (tok, True)):
+        grads = torch.cat([t.flatten() for t in torch.autograd.grad(surrogate, params, retain_graph=True)])
+        relative = ((grads - flat).norm() / flat.norm()).item()
+        assert (relative > 0.05) if biased else (relative < 1e-12)
+
+
 def test_update_variance_matches_enumeration():
     logits, rewards = setup()
     mu = torch.log_softmax(logits + torch.randn(5, 8, dtype=torch.float64), -1)

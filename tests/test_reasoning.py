@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from rlhf_toy.advantages import group_advantages
 from rlhf_toy.best_of_n import best_of_n_probs, kl_upper_bound
 from rlhf_toy.dapo import soft_overlong_punishment
 from rlhf_toy.pass_at_k import mean_pass_at_k, pass_at_k
@@ -98,6 +99,21 @@ def test_bad_input_raises():
         ScratchpadAdditionTask(max_completion_length=8)
     with pytest.raises(ValueError, match="soft_punish_cache"):
         ScratchpadAdditionTask(overlong=(12, 13))
+
+
+def test_format_weight_cancels_in_groups_with_constant_accuracy():
+    # reasoning.md: with scale_rewards="group" the format term's advantages do not depend on w_fmt in a group whose
+    # answers are all wrong (or all right); the weight only matters in groups where correctness varies.
+    well_formed = torch.tensor([1.0] * 7 + [0.0])
+    all_wrong = {w: group_advantages(w * well_formed, 8) for w in (0.01, 0.2, 1.0, 5.0)}
+    for adv in all_wrong.values():
+        torch.testing.assert_close(adv, all_wrong[1.0], atol=0.07, rtol=0)  # only the 1e-4 in the denominator differs
+    torch.testing.assert_close(all_wrong[0.2], all_wrong[5.0], atol=5e-3, rtol=0)
+    all_right = group_advantages(1.0 + 0.2 * well_formed, 8)
+    torch.testing.assert_close(all_right, all_wrong[1.0], atol=5e-3, rtol=0)
+    one_right = torch.tensor([1.0] + [0.0] * 7)
+    mixed = {w: group_advantages(one_right + w * well_formed, 8) for w in (0.2, 1.0)}
+    assert (mixed[0.2] - mixed[1.0]).abs().max() > 0.5  # with correctness varying, the weight matters
 
 
 # ---------------------------------------------------------------- pass@k
@@ -238,6 +254,53 @@ def test_rft_loss_is_mean_nll_on_kept_samples():
     before = -(policy.logps(prompts[:1], completions[:1], temperature=1.0).sum() / mask[:1].sum()).item()
     history = train_rft(policy, Fixed(), RFTConfig(num_generations=1, steps=1))
     assert history[0]["kept"] == 1 and history[0]["loss"] == pytest.approx(before, rel=1e-6)
+
+
+# ---------------------------------------------------------------- forced first token
+
+
+def test_forced_mode_accuracy_forces_the_first_token_and_keeps_the_length():
+    from rlhf_toy.demos.reasoning import forced_mode_accuracy
+    from rlhf_toy.tasks.addition import encode
+
+    torch.manual_seed(0)
+    task = ScratchpadAdditionTask(seed=0, n_heldout=20)
+    policy = task.make_policy()
+    seen = []
+    original = policy.generate
+
+    def spy(prompts, *args, **kwargs):
+        out = original(prompts, *args, **kwargs)
+        seen.append((prompts[:, -1].clone(), out[0].shape[1], policy.max_completion_length))
+        return out
+
+    policy.generate = spy
+    acc = forced_mode_accuracy(policy, task, n=3)
+    assert set(acc) == {"scratchpad", "direct"} and all(a.shape == (20,) for a in acc.values())
+    assert all(((a >= 0) & (a <= 1)).all() for a in acc.values())
+    digits = {encode(str(d))[0] for d in range(10)}
+    (pad_first, pad_len, pad_max), (direct_first, direct_len, direct_max) = seen
+    assert set(pad_first.tolist()) <= digits and set(direct_first.tolist()) == set(encode("="))
+    assert pad_max == direct_max == task.max_completion_length - 1 and max(pad_len, direct_len) <= pad_max
+    assert policy.max_completion_length == task.max_completion_length  # restored
+
+    # a policy that always writes "=<answer>" right after "=" is right in the direct mode on every problem
+    task = ScratchpadAdditionTask(seed=0, n_heldout=5)
+    answers = task.answers(task.heldout_prompts())
+
+    class Oracle:
+        temperature, max_completion_length = 1.0, task.max_completion_length
+
+        def completion_logits(self, prompts, completions):
+            return torch.zeros(len(prompts), 1, 16)
+
+        def generate(self, prompts, num_generations=1):
+            rows = [f"{answers[i // 4]}|" for i in range(len(prompts))]  # n = 4 samples per problem, adjacent
+            completions = to_completions(rows, width=self.max_completion_length)
+            return completions, None, None
+
+    acc = forced_mode_accuracy(Oracle(), task, n=4)
+    assert acc["direct"].tolist() == [1.0] * 5 and acc["scratchpad"].tolist() == [0.0] * 5
 
 
 # ---------------------------------------------------------------- the cache

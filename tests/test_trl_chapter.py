@@ -180,6 +180,98 @@ def test_trainers_keep_the_default_max_grad_norm():
     assert DPOConfig(**common).max_grad_norm == 1.0
 
 
+def test_the_bridge_turns_off_trl_bf16_and_gradient_checkpointing_defaults():
+    # TRL 1.16 changes two TrainingArguments defaults in all three configs: bf16=True (on CPU accelerate then wraps
+    # every forward in bf16 autocast) and gradient_checkpointing=True. The book's runs are float32 like chapter 9.
+    import inspect
+
+    from trl import DPOConfig, GRPOConfig, SFTConfig
+
+    from rlhf_toy.demos import trl as trl_demo
+
+    common = {"output_dir": "/tmp/rlhf_toy_test_trl", "use_cpu": True, "report_to": "none"}
+    for config in (GRPOConfig, SFTConfig, DPOConfig):
+        default = config(**common)
+        assert default.bf16 is True and default.gradient_checkpointing is True, config.__name__
+    task = AdditionTask(seed=0, balanced=True)
+    ours = grpo_config(quick=True, max_completion_length=task.max_completion_length)
+    args = trl_bridge.trl_grpo_config(ours, task, output_dir="/tmp/rlhf_toy_test_trl")
+    assert args.bf16 is False and args.gradient_checkpointing is False
+    assert args.mixed_precision == "no"  # what transformers hands to accelerate (bf16 would give "bf16")
+    # the SFT warm start and the DPO run pass the same two settings (their configs are built inside the demos)
+    for function in (trl_demo.sft_warm_start, trl_demo.run_trl_dpo):
+        source = inspect.getsource(function)
+        assert "bf16=False" in source and "gradient_checkpointing=False" in source, function.__name__
+
+
+def test_bf16_on_cpu_wraps_every_forward_in_autocast(tmp_path):
+    # docs/trl.md, 与 TRL 的差异 (bf16): with TRL's default bf16=True, accelerate on CPU turns on native AMP and
+    # wraps the model's forward in a bf16 autocast context. Run in a subprocess: AcceleratorState is a singleton.
+    script = tmp_path / "amp.py"
+    script.write_text(
+        "import torch\n"
+        "from accelerate import Accelerator\n"
+        "accelerator = Accelerator(cpu=True, mixed_precision='bf16')\n"
+        "model = accelerator.prepare(torch.nn.Linear(4, 4))\n"
+        "print('native_amp', accelerator.native_amp, 'wrapped', hasattr(model, '_original_forward'))\n",
+        encoding="utf-8",
+    )
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, check=True)
+    assert "native_amp True wrapped True" in out.stdout
+
+
+def test_launcher_mixed_precision_flag_is_only_an_environment_default(monkeypatch):
+    # docs/trl.md, 两个进程: `accelerate launch --mixed_precision no` only exports ACCELERATE_MIXED_PRECISION=no;
+    # TrainingArguments reads it and then lets the config's bf16 (TRL default True) override it
+    import inspect
+
+    from accelerate.utils import launch
+    from trl import GRPOConfig
+
+    assert 'current_env["ACCELERATE_MIXED_PRECISION"] = str(mixed_precision)' in inspect.getsource(launch)
+    monkeypatch.setenv("ACCELERATE_MIXED_PRECISION", "no")
+    assert GRPOConfig(output_dir="/tmp/rlhf_toy_test_trl", use_cpu=True, report_to="none").mixed_precision == "bf16"
+    task = AdditionTask(seed=0, balanced=True)
+    ours = grpo_config(quick=True, max_completion_length=task.max_completion_length)
+    assert trl_bridge.trl_grpo_config(ours, task, output_dir="/tmp/rlhf_toy_test_trl").mixed_precision == "no"
+
+
+def test_grpo_generates_once_per_steps_per_generation_and_hands_out_slices():
+    # docs/trl.md, 两个进程 (各自一半的批): GRPOTrainer generates every steps_per_generation x num_iterations
+    # micro-steps, shuffles the generation batch, splits it into steps_per_generation slices and uses one per step
+    import inspect
+
+    from trl import GRPOTrainer
+
+    source = inspect.getsource(GRPOTrainer._prepare_inputs)
+    for line in (
+        "generate_every = self.args.steps_per_generation * self.num_iterations",
+        "generation_batch = shuffle_sequence_dict(generation_batch)",
+        "split_tensor_dict(generation_batch, self.args.steps_per_generation)",
+        "inputs = self._buffered_inputs[self._step % self.args.steps_per_generation]",
+    ):
+        assert line in source, line
+
+
+def test_dpo_log_values_are_window_means_of_summed_logps():
+    # docs/trl.md, 一个进程 (DPO 日志): loss and the DPO metrics in a log entry are means over the steps since the
+    # previous log (grad_norm is the last step's); logps/* is the completion's summed log-probability, batch-averaged
+    import inspect
+
+    from transformers import Trainer
+    from trl import DPOTrainer
+
+    assert "metrics = {key: sum(val) / len(val) for key, val in self._metrics[mode].items()}" in inspect.getsource(
+        DPOTrainer.log
+    )
+    assert 'logs["loss"] = tr_loss_scalar / (self.state.global_step - self._globalstep_last_logged)' in (
+        inspect.getsource(Trainer)
+    )
+    source = inspect.getsource(DPOTrainer)
+    assert "logps = per_token_logps.sum(dim=1)  # sum over sequence length" in source
+    assert 'self._metrics[mode]["logps/chosen"].append(self.accelerator.gather(chosen_logps).mean().item())' in source
+
+
 def test_vllm_options_and_defaults():
     # docs/trl.md, "规模变大后什么会变": use_vllm off by default, colocate mode, IS correction on, sequence_mask
     from trl import GRPOConfig

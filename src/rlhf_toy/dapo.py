@@ -63,7 +63,8 @@ def soft_overlong_punishment(lengths: Tensor, max_completion_len: int, soft_puni
     \end{cases}$$
 
     与 TRL `trl.rewards.get_soft_overlong_punishment(max_completion_len, soft_punish_cache)` 逐式相同；
-    verl 的 `reward_model.overlong_buffer`（`len` = $L_{\text{cache}}$，`penalty_factor` = 1）在
+    verl 0.9.1 的 `reward.reward_kwargs.overlong_buffer_cfg`（`len` = $L_{\text{cache}}$，`penalty_factor` = 1，
+    另设 `reward.reward_kwargs.max_resp_len` = $L_{\max}$；旧配方写作 `reward_model.overlong_buffer`）在
     $\lvert y\rvert \le L_{\max}$ 时给出同样的值。论文取 $L_{\max} = 20480$、$L_{\text{cache}} = 4096$。
 
     Args:

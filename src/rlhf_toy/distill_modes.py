@@ -111,7 +111,7 @@ def fit_student(
     check_choice("direction", direction, DIRECTIONS)
     n = teacher_logps.numel()
     params = torch.tensor([mu, float(torch.tensor(sigma).log())], dtype=torch.float64, requires_grad=True)
-    optimizer = torch.optim.Adam([params], lr=lr)
+    optimizer = torch.optim.Adam([params], lr=lr, fused=True)
     for _ in range(steps):
         logps = discretised_gaussian(params[0], params[1], n)
         loss = exact_kl(teacher_logps, logps) if direction == "forward" else exact_kl(logps, teacher_logps)

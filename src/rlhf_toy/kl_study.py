@@ -10,6 +10,7 @@ r"""KL 估计量的小型实验台（第 7 章）：精确 KL、估计量的偏�
 # --8<-- [start:imports]
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import torch
@@ -124,9 +125,9 @@ def estimator_stats(d: Tensor, weights: Tensor | None = None) -> dict[str, Estim
     for name in ESTIMATORS:
         k = kl_estimate(torch.zeros_like(d), d, name)  # ref_logps − logps = d
         mean = (weights * k).sum()
-        std = (weights * (k - mean) ** 2).sum().sqrt()
+        std = math.sqrt((weights * (k - mean) ** 2).sum().item())  # libm 的开方：各家 CPU 逐位相同
         negative = (weights * (k < 0)).sum()
-        stats[name] = EstimatorStats(mean.item(), std.item(), negative.item())
+        stats[name] = EstimatorStats(mean.item(), std, negative.item())
     return stats
 
 
@@ -134,7 +135,15 @@ def estimator_stats(d: Tensor, weights: Tensor | None = None) -> dict[str, Estim
 
 
 # --8<-- [start:expected_kl_gradient]
-def expected_kl_gradient(logits: Tensor, ref_logps: Tensor, estimator: str = "k3", placement: str = "loss") -> Tensor:
+def expected_kl_gradient(
+    logits: Tensor,
+    ref_logps: Tensor,
+    estimator: str = "k3",
+    placement: str = "loss",
+    *,
+    log_ratio_clamp: float | None = None,
+    value_clamp: float | None = None,
+) -> Tensor:
     r"""把估计量放进损失或奖励时，对 logits 的**期望**梯度（每单位 $\beta$），对支撑集精确求和。
 
     $\pi_\theta = \mathrm{softmax}(\theta)$，$\theta$ 即 `logits`。采样分布看成固定（与训练时一样，样本不随参数变）：
@@ -146,6 +155,62 @@ def expected_kl_gradient(logits: Tensor, ref_logps: Tensor, estimator: str = "k3
     `estimator="k3_corrected"` 用 [`importance_corrected_k3`][rlhf_toy.kl.importance_corrected_k3]（同策略，$w$ 的值为 1）。
     结论（第 7 章）：k1 进损失 → 0；k2 进损失、k1 进奖励、修正 k3 进损失 → $\nabla\mathrm{KL}(\pi_\theta\|\pi_{\mathrm{ref}})$；
     k3 进损失 → $\nabla\mathrm{KL}(\pi_{\mathrm{ref}}\|\pi_\theta)$。
+    两个限幅参数原样交给 [`kl_estimate`][rlhf_toy.kl.kl_estimate]（`log_ratio_clamp=20, value_clamp=10` 即 verl 的
+    `low_var_kl`）：被限幅的回答没有 KL 梯度，期望梯度于是不再是任何一个 KL 的梯度。
+
+    Args:
+        logits: 策略的 logits $\theta$，形状 `(..., V)`，浮点。
+        ref_logps: $\log\pi_{\mathrm{ref}}$，形状与 `logits` 相同。
+        estimator: `"k1"`、`"k2"`、`"k3"` 或 `"k3_corrected"`。
+        placement: `"loss"` 或 `"reward"`。
+        log_ratio_clamp: 见 `kl_estimate`；`None`（默认）不限幅。
+        value_clamp: 见 `kl_estimate`；`None`（默认）不限幅。
+
+    Returns:
+        与 `logits` 同形状的期望梯度（不带计算图）。
+
+    Raises:
+        ValueError: 形状不一致，`estimator`、`placement` 未知，限幅阈值不是正数，
+            或给 `"k3_corrected"` 传了限幅参数（`importance_corrected_k3` 不限幅）。
+    """
+    check_tensor("logits", logits)
+    check_shape("ref_logps", ref_logps, logits.shape, like="logits")
+    check_choice("estimator", estimator, GRADIENT_ESTIMATORS)
+    check_choice("placement", placement, PLACEMENTS)
+    clamps = {"log_ratio_clamp": log_ratio_clamp, "value_clamp": value_clamp}
+    theta = logits.detach().clone().requires_grad_(True)
+    logps = torch.log_softmax(theta, dim=-1)
+    probs = logps.detach().exp()  # 采样分布：不参与求导
+    per_answer = _per_answer_surrogate(logps, ref_logps, estimator, placement, clamps)
+    (grad,) = torch.autograd.grad((probs * per_answer).sum(), theta)
+    return grad
+
+
+def _per_answer_surrogate(
+    logps: Tensor, ref_logps: Tensor, estimator: str, placement: str, clamps: dict[str, float | None]
+) -> Tensor:
+    r"""每个回答上的代理损失：放进损失时是 $k$，放进奖励时是 $\operatorname{sg}(k)\log\pi_\theta$。"""
+    if estimator == "k3_corrected":
+        if any(v is not None for v in clamps.values()):
+            raise ValueError("k3_corrected 不支持限幅参数：importance_corrected_k3 不限幅")
+        k = importance_corrected_k3(logps, ref_logps)
+    else:
+        k = kl_estimate(logps, ref_logps, estimator, **clamps)
+    return k if placement == "loss" else k.detach() * logps
+
+
+# --8<-- [end:expected_kl_gradient]
+
+
+# --8<-- [start:per_sample_kl_gradients]
+def per_sample_kl_gradients(
+    logits: Tensor, ref_logps: Tensor, estimator: str = "k3", placement: str = "loss"
+) -> Tensor:
+    r"""每个回答各自的逐样本梯度（对 logits，每单位 $\beta$）：第 $y$ 行是采到 $y$ 时 KL 项的梯度。
+
+    [`expected_kl_gradient`][rlhf_toy.kl_study.expected_kl_gradient] 是这些行按 $\pi_\theta(y)$ 的加权和。
+    有了每一行，梯度的方差也能对支撑集精确求和。放进损失时第 $y$ 行是 $c(y)\,\nabla_\theta\log\pi_\theta(y)$，
+    系数 $c$ 是第 7 章的 $1$、$-d$、$1 - e^d$（修正 k3 同策略时是 $-d$）；放进奖励时 $c = k(y)$。
 
     Args:
         logits: 策略的 logits $\theta$，形状 `(..., V)`，浮点。
@@ -154,7 +219,7 @@ def expected_kl_gradient(logits: Tensor, ref_logps: Tensor, estimator: str = "k3
         placement: `"loss"` 或 `"reward"`。
 
     Returns:
-        与 `logits` 同形状的期望梯度（不带计算图）。
+        形状 `(..., V, V)` 的张量（不带计算图）：`[..., y, :]` 是采到回答 $y$ 时对 logits 的梯度。
 
     Raises:
         ValueError: 形状不一致，或 `estimator`、`placement` 未知。
@@ -165,17 +230,14 @@ def expected_kl_gradient(logits: Tensor, ref_logps: Tensor, estimator: str = "k3
     check_choice("placement", placement, PLACEMENTS)
     theta = logits.detach().clone().requires_grad_(True)
     logps = torch.log_softmax(theta, dim=-1)
-    probs = logps.detach().exp()  # 采样分布：不参与求导
-    if estimator == "k3_corrected":
-        k = importance_corrected_k3(logps, ref_logps)
-    else:
-        k = kl_estimate(logps, ref_logps, estimator)
-    per_answer = k if placement == "loss" else k.detach() * logps
-    (grad,) = torch.autograd.grad((probs * per_answer).sum(), theta)
-    return grad
+    per_answer = _per_answer_surrogate(logps, ref_logps, estimator, placement, {})
+    rows = [  # 各行（提示词）互不相关：对第 y 列求和再求导，得到每一行采到 y 时的梯度
+        torch.autograd.grad(per_answer[..., y].sum(), theta, retain_graph=True)[0] for y in range(logits.shape[-1])
+    ]
+    return torch.stack(rows, dim=-2)
 
 
-# --8<-- [end:expected_kl_gradient]
+# --8<-- [end:per_sample_kl_gradients]
 
 
 # --8<-- [start:exact_kl_gradient]

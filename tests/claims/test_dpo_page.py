@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import tempfile
+import warnings
 
+import torch
 import trl
 from transformers.trainer_callback import DefaultFlowCallback
+from transformers.trainer_utils import IntervalStrategy
 from trl import DPOConfig
 from trl.trainer.dpo_trainer import DPOTrainer
+from trl.trainer.utils import get_config_model_id
 
-from .pinned import default_config, module_exists, source
+from .pinned import config, default_config, module_exists, source
 
 
 def test_dpo_config_defaults():
@@ -21,6 +26,10 @@ def test_dpo_config_defaults():
     assert args.precompute_ref_log_probs is False
     assert args.learning_rate == 1e-6
     assert args.loss_type == ["sigmoid"] and args.label_smoothing == 0.0
+    # “TRL 的 DPOConfig 还沿用 transformers 的 num_train_epochs=3……默认不评估（eval_strategy="no"）”; 常见错误
+    # “DPOConfig 默认不评估，要自己设 eval_strategy”.
+    assert args.num_train_epochs == 3.0
+    assert args.eval_strategy == IntervalStrategy.NO
 
 
 def test_sigmoid_loss_has_no_label_smoothing():
@@ -62,10 +71,15 @@ def test_metrics_are_logged_every_ten_steps():
 
 
 def test_logps_metrics_are_logged():
-    # dpo.md: “TRL 还记录 logps/chosen、logps/rejected（策略的序列对数概率的批平均）”.
+    # dpo.md: “TRL 还记录 logps/chosen、logps/rejected（策略的序列对数概率的批平均，没有减去参考模型）”; 常见错误
+    # “logps/chosen 是按 token 求和的对数概率，没有减去参考模型”, while rewards/chosen is β·(chosen_logps −
+    # ref_chosen_logps); “在固定的评估集上看 eval_logps/chosen”.
     text = source(DPOTrainer._compute_loss)
+    assert "logps = per_token_logps.sum(dim=1) # sum over sequence length" in text
+    assert "chosen_logratios = chosen_logps - ref_chosen_logps" in text
     assert 'self._metrics[mode]["logps/chosen"].append(self.accelerator.gather(chosen_logps).mean().item())' in text
     assert 'self._metrics[mode]["logps/rejected"]' in text
+    assert 'if mode == "eval": metrics = {f"eval_{key}": val for key, val in metrics.items()}' in source(DPOTrainer.log)
 
 
 def test_precompute_ref_log_probs_saves_memory_and_refuses_sync_ref_model():
@@ -89,3 +103,67 @@ def test_online_dpo_is_experimental():
 def test_reference_free_is_gone():
     # dpo.md: “TRL v0.28 及以前有这个选项，叫 reference_free……v0.29 重构 DPO 时移除”: no such DPOConfig field in TRL 1.16.
     assert "reference_free" not in {field.name for field in dataclasses.fields(DPOConfig)}
+
+
+def _tiny_policy_changed_in_memory():
+    """A tiny causal LM saved to disk, reloaded, then changed in memory (an SFT step that was not saved)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    vocab = {w: i for i, w in enumerate(["<pad>", "<eos>", "a", "b", "c", "d"])}
+    backend = Tokenizer(models.WordLevel(vocab, unk_token="<pad>"))
+    backend.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>", eos_token="<eos>")
+    torch.manual_seed(0)
+    llama = LlamaConfig(
+        vocab_size=6, hidden_size=8, intermediate_size=16, num_hidden_layers=1, num_attention_heads=2,
+        num_key_value_heads=2, pad_token_id=0, eos_token_id=1,
+    )  # fmt: skip
+    path = tempfile.mkdtemp(prefix="rlhf_toy_claims_")
+    LlamaForCausalLM(llama).save_pretrained(path)
+    model = LlamaForCausalLM.from_pretrained(path)
+    with torch.no_grad():
+        model.lm_head.weight.add_(1.0)
+    return model, tokenizer, path
+
+
+def _dpo_trainer(model, tokenizer, precompute):
+    from datasets import Dataset
+
+    dataset = Dataset.from_list([{"prompt": "a", "chosen": " b", "rejected": " c"}] * 2)
+    args = config(
+        DPOConfig, bf16=False, precompute_ref_log_probs=precompute, per_device_train_batch_size=2, disable_tqdm=True
+    )
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore")
+        return DPOTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer)
+
+
+def test_default_reference_is_reloaded_from_name_or_path():
+    # dpo.md box “两种设置的参考模型不一定相同”: “不传 ref_model、也不用 PEFT 时，TRL 默认并不复制传进去的策略，而是按
+    # 策略的 config._name_or_path 从磁盘重新加载一份作参考模型”; 常见错误 “以为 TRL 的参考模型就是传进去的策略”.
+    text = source(DPOTrainer.__init__)
+    assert (
+        "if ref_model is None: if is_peft_model(self.model) or (args.precompute_ref_log_probs and not "
+        "self.is_fsdp_enabled):" in text
+    )
+    assert (
+        "ref_model_path = get_config_model_id(self.model.config) "
+        "self.ref_model = create_model_from_path(ref_model_path, **ref_model_init_kwargs)" in text
+    )
+    assert 'return getattr(config, "_name_or_path", "")' in source(get_config_model_id)
+    model, tokenizer, path = _tiny_policy_changed_in_memory()
+    trainer = _dpo_trainer(model, tokenizer, precompute=False)
+    assert trainer.ref_model is not None and trainer.ref_model is not model
+    assert trainer.ref_model.config._name_or_path == path
+    assert not torch.equal(trainer.ref_model.lm_head.weight.cpu(), model.lm_head.weight.cpu())
+
+
+def test_precompute_takes_the_reference_from_the_policy_in_memory():
+    # dpo.md box: “相当于 TRL 的 precompute_ref_log_probs=True：这时 TRL 在构造训练器时，用传进去的策略（内存里的那个模型）
+    # 把参考对数概率算好”.
+    assert "model = self.ref_model or self.model" in source(DPOTrainer._precompute_ref_logps)
+    model, tokenizer, _ = _tiny_policy_changed_in_memory()
+    trainer = _dpo_trainer(model, tokenizer, precompute=True)
+    assert trainer.ref_model is None
+    assert "ref_chosen_logps" in trainer.train_dataset.column_names  # computed in __init__, before any step

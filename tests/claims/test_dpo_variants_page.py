@@ -5,10 +5,15 @@ from __future__ import annotations
 import dataclasses
 import re
 
+import torch
 import trl
+from conformance.trl_private import dpo_trainer
 from trl import DPOConfig
 from trl.experimental.cpo import CPOConfig, CPOTrainer
 from trl.trainer.dpo_trainer import DPOTrainer
+from trl.trainer.utils import FusedCausalLMOutput
+
+from rlhf_toy import dpo_loss
 
 from .pinned import config, default_config, module_exists, source
 
@@ -164,3 +169,46 @@ def test_kto_and_orpo_locations():
     assert not hasattr(trl, "CPOTrainer")
     assert {"apo_zero", "apo_down", "sft"} <= TRL_DPO_LOSS_TYPES
     assert "ld_alpha" in {field.name for field in dataclasses.fields(DPOConfig)}
+
+
+def test_cdpo_is_a_weighted_robust_plus_sigmoid_combination():
+    # dpo-variants.md, cDPO row “没有单独的选项（可用 robust 与 sigmoid 的负权重组合精确得到）” and 常见错误
+    # “loss_type=["robust", "sigmoid"]、loss_weights=[-(1-2ε), 2(1-ε)]、label_smoothing=ε”: DPOConfig only checks that the
+    # two lists have the same length (a negative weight is accepted), and DPOTrainer._compute_loss, run on one batch,
+    # gives rlhf_toy's cDPO (value and gradient), not plain DPO.
+    eps, beta = 0.2, 0.5
+    weights = [-(1 - 2 * eps), 2 * (1 - eps)]
+    args = config(DPOConfig, loss_type=["robust", "sigmoid"], loss_weights=weights, label_smoothing=eps)
+    assert (args.loss_type, args.loss_weights, args.label_smoothing) == (["robust", "sigmoid"], weights, eps)
+    trainer = dpo_trainer("robust", beta, eps)
+    trainer.loss_types, trainer.loss_weights = list(args.loss_type), list(args.loss_weights)
+
+    pairs, sequence, prompt = 4, 7, 2
+    g = torch.Generator().manual_seed(0)
+    completion_mask = torch.zeros(2 * pairs, sequence)
+    completion_mask[:, prompt:] = 1
+    per_token = (-torch.rand(2 * pairs, sequence - 1, generator=g, dtype=torch.float64)) * completion_mask[:, 1:]
+    ref = per_token.sum(1) + 0.7 * torch.randn(2 * pairs, generator=g, dtype=torch.float64)
+    theirs_leaf = per_token.clone().requires_grad_(True)
+    zeros = torch.zeros_like(per_token)
+    outputs = FusedCausalLMOutput(
+        log_probs=theirs_leaf, entropy=zeros, mean_logits=zeros, is_top1=torch.zeros_like(zeros, dtype=torch.bool)
+    )
+    inputs = {
+        "input_ids": torch.zeros(completion_mask.shape, dtype=torch.long),
+        "attention_mask": torch.ones(completion_mask.shape),
+        "completion_mask": completion_mask,
+        "ref_chosen_logps": ref[:pairs],
+        "ref_rejected_logps": ref[pairs:],
+    }
+    theirs = DPOTrainer._compute_loss(trainer, lambda **kwargs: outputs, inputs, return_outputs=False)
+
+    ours_leaf = per_token.clone().requires_grad_(True)
+    logps = ours_leaf.sum(1)
+    cdpo, _ = dpo_loss(logps[:pairs], logps[pairs:], ref[:pairs], ref[pairs:], beta, label_smoothing=eps)
+    plain, _ = dpo_loss(logps[:pairs], logps[pairs:], ref[:pairs], ref[pairs:], beta)
+    torch.testing.assert_close(theirs, cdpo)
+    assert (theirs - plain).abs() > 1e-3
+    theirs.backward()
+    cdpo.backward()
+    torch.testing.assert_close(theirs_leaf.grad, ours_leaf.grad)

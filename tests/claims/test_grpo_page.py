@@ -9,6 +9,8 @@ import pytest
 import torch
 import trl.trainer.utils as trl_utils
 import verl.trainer.ppo.core_algos as core_algos
+from conformance.trl_private import trl_grpo_loss
+from transformers import Trainer
 from trl import GRPOConfig, GRPOTrainer
 
 from .pinned import config, default_config, source
@@ -210,3 +212,39 @@ def test_grpo_dropout_is_kept_by_default():
     # with dropout use different masks.
     assert default_config(GRPOConfig).disable_dropout is False
     assert "if args.disable_dropout:" in source(GRPOTrainer.__init__)
+
+
+def test_on_policy_loss_value_is_minus_the_mean_advantage_but_its_gradient_is_not_zero():
+    # grpo.md 常见错误 “日志里的 loss 说明不了进度”: with w ≡ 1 (num_iterations=1, TRL's default: no old log-probs) and
+    # beta = 0 the value of the loss is minus the (length-weighted, for token-level aggregation) mean advantage; each
+    # group's advantages sum to 0, so it is 0 with equal lengths (and always for "grpo"), while the gradient is not.
+    # TRL's own _compute_loss on one group of 4 answers, float64.
+    advantages = torch.tensor([1.5, -0.5, -0.5, -0.5], dtype=torch.float64)
+    equal, unequal = torch.ones(4, 3, dtype=torch.float64), torch.ones(4, 3, dtype=torch.float64)
+    unequal[0, 1:] = 0  # the positive-advantage answer is 1 token long, the others 3
+    for loss_type in ("grpo", "bnpo", "dr_grpo", "dapo"):
+        logps = torch.full((4, 3), -1.0, dtype=torch.float64, requires_grad=True)
+        loss, _ = trl_grpo_loss(logps, equal, advantages, loss_type=loss_type, beta=0.0)
+        (grad,) = torch.autograd.grad(loss, logps)
+        assert abs(loss.item()) < 1e-12
+        assert grad.abs().max().item() > 0.01
+    logps = torch.full((4, 3), -1.0, dtype=torch.float64, requires_grad=True)
+    assert abs(trl_grpo_loss(logps, unequal, advantages, loss_type="grpo", beta=0.0)[0].item()) < 1e-12
+    dapo, _ = trl_grpo_loss(logps, unequal, advantages, loss_type="dapo", beta=0.0)
+    lengths = unequal.sum(-1)
+    assert dapo.item() == pytest.approx(-(lengths * advantages).sum().item() / lengths.sum().item(), abs=1e-12)
+    assert dapo.item() > 0.1  # no longer 0: the long answers have negative advantages
+
+
+def test_progress_metrics_are_trl_metric_names():
+    # grpo.md 常见错误 “日志里的 loss 说明不了进度”: watch reward (the batch mean, averaged over the logging window:
+    # test_trl_averages_logged_metrics_over_the_logging_window), frac_reward_zero_std (fraction of groups whose
+    # rewards all agree), entropy (mean over completion tokens) and completions/mean_length; loss is the key under which
+    # transformers' Trainer logs the training loss.
+    text = source(GRPOTrainer)
+    assert 'self._metrics[mode]["reward"].append(torch.nanmean(rewards).item())' in text
+    assert "is_std_zero = torch.isclose(std_rewards, torch.zeros_like(std_rewards))" in text
+    assert 'self._metrics[mode]["frac_reward_zero_std"].append(is_std_zero.float().mean().item())' in text
+    assert 'self._metrics[mode]["entropy"].append(global_masked_mean(entropies))' in text
+    assert 'self._metrics[mode]["completions/mean_length"].append(agg_completion_lengths.float().mean().item())' in text
+    assert 'logs["loss"] = ' in source(Trainer._maybe_log_save_evaluate)

@@ -8,11 +8,14 @@ from pathlib import Path
 import torch
 import verl
 import verl.trainer.ppo.core_algos as core_algos
+from conformance.trl_private import trl_grpo_loss
 from omegaconf import OmegaConf
 from trl import GRPOConfig, GRPOTrainer
 from trl.rewards import get_soft_overlong_punishment
 from verl.trainer.config import AlgoConfig, FilterGroupsConfig
 from verl.workers.config import ActorConfig
+
+from rlhf_toy import GRPOConfig as BookGRPOConfig
 
 from .pinned import default_config, module_exists, module_source, source
 
@@ -89,9 +92,10 @@ def test_verl_dual_clip_default():
 
 
 def test_verl_seq_mean_token_sum_norm_is_a_mean_over_sequences_divided_by_a_constant():
-    # grpo-variants.md: “verl 0.9.1 对每条回答求 token 和、在回答间平均（整行掩码为 0 的回答不计入），再除以
-    # loss_scale_factor（默认是补齐后的宽度 T）；TRL 除以 B·max_completion_length。把 actor.loss_scale_factor 设成最大生成
-    # 长度 L，两者就一致（整行为 0 的回答除外）”.
+    # grpo-variants.md: “verl 0.9.1 对每条回答求 token 和、在回答间平均，再除以 loss_scale_factor（默认是补齐后的宽度 T）；
+    # TRL 除以 B·max_completion_length。训练时平均的分母是训练器传入的 global_batch_size，即小批的回答数，整行掩码为 0 的
+    # 回答也算在内，与 TRL 的 B 相同；直接调用 agg_loss 而不传它时，才只数非空的回答。把 actor.loss_scale_factor 设成最大
+    # 生成长度 L，两者就一致”.
     loss = torch.arange(15.0).view(3, 5)
     mask = torch.tensor([[1.0, 1, 0, 0, 0], [1, 1, 1, 1, 0], [0, 0, 0, 0, 0]])
     token_sums = (loss * mask).sum(-1)
@@ -104,7 +108,21 @@ def test_verl_seq_mean_token_sum_norm_is_a_mean_over_sequences_divided_by_a_cons
     no_empty = core_algos.agg_loss(loss[:2], mask[:2], "seq-mean-token-sum-norm", loss_scale_factor=L)
     assert torch.isclose(no_empty, (loss[:2] * mask[:2]).sum() / (2 * L))
     with_empty = core_algos.agg_loss(loss, mask, "seq-mean-token-sum-norm", loss_scale_factor=L)
-    assert not torch.isclose(with_empty, (loss * mask).sum() / (3 * L))  # TRL's B counts the empty row
+    assert not torch.isclose(with_empty, (loss * mask).sum() / (3 * L))  # a direct call counts only non-empty rows
+    trained = core_algos.agg_loss(loss, mask, "seq-mean-token-sum-norm", global_batch_size=3, loss_scale_factor=L)
+    assert torch.isclose(trained, (loss * mask).sum() / (3 * L))  # as in training: TRL's B, the empty row counted
+    # In training the trainer passes global_batch_size = ppo_mini_batch_size × rollout.n (every sequence of the
+    # mini-batch), and ppo_loss hands it to agg_loss through config.global_batch_info.
+    trainer = _verl_v1_source("trainer_base.py")
+    assert (
+        "ppo_mini_batch_size = ppo_mini_batch_size * self.config.actor_rollout_ref.rollout.n" in trainer
+        and '"global_batch_size": ppo_mini_batch_size,' in trainer
+    )
+    ray_trainer = " ".join((Path(verl.__file__).parent / "trainer" / "ppo" / "ray_trainer.py").read_text().split())
+    assert "global_batch_size=ppo_mini_batch_size," in ray_trainer
+    losses = module_source("verl.workers.utils.losses")
+    assert 'config.global_batch_info["global_batch_size"] = data["global_batch_size"]' in losses
+    assert "loss_agg_mode=loss_agg_mode, **config.global_batch_info" in source(core_algos.compute_policy_loss_vanilla)
     actor = ActorConfig(strategy="fsdp", rollout_n=1, ppo_micro_batch_size_per_gpu=1)
     assert (actor.loss_agg_mode, actor.loss_scale_factor) == ("token-mean", None)
 
@@ -201,7 +219,9 @@ def test_trl_delta_is_verl_dual_clip():
 def test_verl_overlong_buffer_config_keys():
     # grpo-variants.md table row 软超长惩罚, verl column: “reward.reward_manager.name=dapo，reward.reward_kwargs.overlong_buffer_cfg.
     # {enable,len,penalty_factor} 与 reward.reward_kwargs.max_resp_len（… verl 0.9.1 把 reward_model.reward_kwargs 迁移到
-    # reward.reward_kwargs）” and “软超长惩罚在 verl 里没有下限”.
+    # reward.reward_kwargs）” and “软超长惩罚在 verl 里没有下限”; also the docstring of rlhf_toy.dapo.soft_overlong_punishment,
+    # shown on the page: “verl 0.9.1 的 reward.reward_kwargs.overlong_buffer_cfg（len = L_cache，penalty_factor = 1，另设
+    # reward.reward_kwargs.max_resp_len = L_max；旧配方写作 reward_model.overlong_buffer）”.
     # verl.experimental.reward_loop imports aiohttp at package import, which the claim tests do not install: read the files.
     reward_loop = Path(verl.__file__).parent / "experimental" / "reward_loop"
     dapo = (reward_loop / "reward_manager" / "dapo.py").read_text(encoding="utf-8")
@@ -256,3 +276,74 @@ def test_newer_trl_options_and_what_they_do():
     assert "kl_div = sampling_per_token_logps - per_token_logps.detach()" in mask_source
     assert "return (is_pos_adv | is_low_kl).to(dtype=mask.dtype) # (B, 1)" in mask_source
     assert "per_token_loss = per_token_loss * off_policy_mask" in text
+
+
+def test_dapo_drops_the_kl_term_trl_default_beta_is_zero():
+    # grpo-variants.md, 直觉 “DAPO 还去掉了 KL 惩罚，即 β = 0，TRL 1.16.0 的 GRPOConfig 默认也是 beta=0.0。本书的
+    # GRPOConfig 默认 β = 0.04” (and the bandit runs “沿用本书默认的 β = 0.04”).
+    assert default_config(GRPOConfig).beta == 0.0
+    assert BookGRPOConfig().beta == 0.04
+
+
+def test_dapo_loss_normalises_by_the_tokens_of_the_whole_batch_in_trl_and_verl():
+    # grpo-variants.md: “TRL 的 dapo 与 verl 的 token-mean（DAPO 开源配方所用）按整批的 token 数归一” (the DAPO paper's own
+    # objective divides by the tokens of one prompt's G completions; TRL and verl do not). TRL divides by
+    # num_items_in_batch, the generation batch's token count; verl's engine all-reduces the mini-batch's token count
+    # and token-mean divides by it.
+    text = source(GRPOTrainer._compute_loss)
+    assert 'elif self.loss_type in ["cispo", "dapo", "vespo"]:' in text
+    assert 'normalizer = inputs["num_items_in_batch"].clamp(min=1.0) / self.accelerator.num_processes' in text
+    assert "loss = (per_token_loss * mask).sum() / normalizer" in text
+    # verl.workers.engine.fsdp imports peft at package import, which the claim tests do not install: read the file.
+    engine_file = Path(verl.__file__).parent / "workers" / "engine" / "fsdp" / "transformer_impl.py"
+    engine = " ".join(engine_file.read_text(encoding="utf-8").split())
+    assert 'batch_num_tokens = data["loss_mask"].sum().to(get_device_id())' in engine
+    assert "tu.assign_non_tensor(data, batch_num_tokens=batch_num_tokens.item())" in engine
+    agg = source(core_algos.agg_loss)
+    assert "loss = verl_F.masked_sum(loss_mat, loss_mask) / batch_num_tokens * dp_size" in agg
+    # Two groups of total length 2 and 6: TRL's dapo weighs every token of the batch the same (1/8), where the paper
+    # would give 1/2 per group, i.e. 1/4 and 1/12 per token.
+    mask = torch.tensor([[1.0, 0, 0], [1, 0, 0], [1, 1, 1], [1, 1, 1]])
+    logps = torch.zeros(4, 3, requires_grad=True)
+    loss, _ = trl_grpo_loss(logps, mask, torch.ones(4), loss_type="dapo", beta=0.0)
+    (grad,) = torch.autograd.grad(loss, logps)
+    assert torch.allclose(grad[mask.bool()], torch.full((8,), -1 / 8))
+
+
+def test_sapo_gradient_is_the_unclipped_gradient_times_a_gate():
+    # grpo-variants.md box “本节没有实现的 TRL 选项”, sapo: “梯度是不截断时的 −Â w ∇log π_θ 乘上门 4σ(1−σ)。门在 w = 1 处为 1，
+    # 离 1 越远越小，但它乘的是 w：默认温度下，w = 2 的 token 梯度仍比同策略时大，只有离 1 很远的 token 才被削弱
+    # （τ 越大衰减越快）”. TRL's own _compute_loss, differentiated by autograd, on one completion of off-policy tokens.
+    args = default_config(GRPOConfig)
+    assert (args.sapo_temperature_pos, args.sapo_temperature_neg) == (1.0, 1.05)
+    w = torch.tensor([[0.5, 1.0, 1.2, 2.0, 3.0, 5.0]], dtype=torch.float64)
+    for A, tau in ((1.0, args.sapo_temperature_pos), (-1.0, args.sapo_temperature_neg)):
+        logps = w.log().clone().requires_grad_(True)
+        loss, _ = trl_grpo_loss(
+            logps,
+            torch.ones_like(w),
+            torch.tensor([A], dtype=torch.float64),
+            torch.zeros_like(w),
+            loss_type="sapo",
+            beta=0.0,
+        )
+        (grad,) = torch.autograd.grad(loss, logps)
+        coefficient = (-grad * w.shape[1] / A)[0]  # the factor on Â ∇log π_θ ("grpo" averages over the 6 tokens)
+        sigma = torch.sigmoid(tau * (w[0] - 1))
+        torch.testing.assert_close(coefficient, 4 * sigma * (1 - sigma) * w[0])
+        on_policy, at_two, far = coefficient[1], coefficient[3], coefficient[5]
+        assert torch.isclose(on_policy, torch.tensor(1.0, dtype=torch.float64))
+        assert at_two > 1.5 * on_policy and far < 0.5 * on_policy
+    assert (  # a larger τ decays faster: the gate at w = 3 for τ = 2 is below the one for τ = 1
+        4 * torch.sigmoid(torch.tensor(4.0)) * (1 - torch.sigmoid(torch.tensor(4.0)))
+        < 4 * torch.sigmoid(torch.tensor(2.0)) * (1 - torch.sigmoid(torch.tensor(2.0)))
+    )
+
+
+def test_cispo_epsilon_high_is_scalerl_ratio_cap_without_lower_bound():
+    # grpo-variants.md box, cispo: “TRL 按 ScaleRL 的写法：epsilon_high 直接是比率的上限 ε_max，没有下限”.
+    doc = " ".join(GRPOConfig.__doc__.split())
+    assert "[ScaleRL paper](https://huggingface.co/papers/2510.13786)" in doc
+    cispo = source(GRPOTrainer._compute_loss).split('if self.loss_type == "cispo":', 1)[1].split("elif", 1)[0]
+    assert cispo.strip().startswith("clamped_ratios = torch.clamp(coef_1, max=self.epsilon_high).detach()")
+    assert "min=" not in cispo and "epsilon_low" not in cispo

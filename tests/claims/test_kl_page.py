@@ -142,6 +142,46 @@ def test_verl_k3_plus_is_straight_through():
         assert torch.allclose(grad, corrected)  # float64: in float32 w·k3 at d = 29 loses the gradient to cancellation
 
 
+def test_verl_plus_suffix_works_for_every_name():
+    # kl.md table row “verl，直通估计 | kl_loss_type="<名字>+"，例如 "k3+"、"k1+" | 值按去掉 + 的名字算 …，梯度一律是 k2 的梯度 −d；
+    # "k2+"、"mse+" 就是 k2”, the bullet “k1+ 记录 k1，梯度同 k2” and the common error “在 verl 里可以设 kl_loss_type="k1+"”.
+    assert 'base_kl_penalty = kl_penalty[:-1] if kl_penalty.endswith("+") else kl_penalty' in source(
+        core_algos.kl_penalty
+    )
+    ref_logps = torch.tensor([[-1.0, -1.0, -1.0]], dtype=torch.float64)
+    for name, base in (("k1+", "k1"), ("kl+", "kl"), ("abs+", "abs"), ("k2+", "k2"), ("mse+", "mse")):
+        logps = torch.tensor([[-2.0, -0.5, -30.0]], dtype=torch.float64, requires_grad=True)
+        value = core_algos.kl_penalty(logps, ref_logps, name)
+        assert torch.equal(value.detach(), core_algos.kl_penalty(logps.detach(), ref_logps, base))
+        (grad,) = torch.autograd.grad(value.sum(), logps)
+        assert torch.allclose(grad, (logps - ref_logps).detach())  # −d = log π_θ − log π_ref, k2's gradient
+    logps = torch.tensor([[-2.0, -0.5]], dtype=torch.float64)
+    assert torch.equal(
+        core_algos.kl_penalty(logps, ref_logps[:, :2], "k1+"), kl_estimate(logps, ref_logps[:, :2], "k1")
+    )
+
+
+def test_verl_default_batch_gives_four_off_policy_updates():
+    # kl.md “异策略” bullet: “verl 默认每批分 4 个小批更新，后 3 个小批都是异策略的”, and the test list “KL 损失用当前策略的对数概率、
+    # 不乘 w”: train_batch_size 1024 and ppo_mini_batch_size 256 (both in prompts; the trainer multiplies the mini-batch by
+    # rollout.n), one PPO epoch; the KL loss is kl_penalty(log_prob, ref_log_prob) with the current log-probs and no ratio.
+    import importlib.util
+    from pathlib import Path
+
+    from omegaconf import OmegaConf
+
+    root = Path(importlib.util.find_spec("verl").origin).parent
+    shipped = OmegaConf.load(root / "trainer/config/_generated_ppo_trainer.yaml")
+    actor = shipped.actor_rollout_ref.actor
+    assert (shipped.data.train_batch_size, actor.ppo_mini_batch_size, actor.ppo_epochs) == (1024, 256, 1)
+    trainer = module_source("verl.trainer.ppo.ray_trainer")
+    assert "ppo_mini_batch_size = ppo_mini_batch_size * self.config.actor_rollout_ref.rollout.n" in trainer
+    losses = module_source("verl.workers.utils.losses")
+    kl_block = losses[losses.index("# add kl loss") : losses.index("policy_loss += kl_loss * config.kl_loss_coef")]
+    assert "kl_penalty(logprob=log_prob, ref_logprob=ref_log_prob" in kl_block
+    assert "old_log_prob" not in kl_block and "ratio" not in kl_block
+
+
 def test_verl_full_kl_is_not_implemented():
     # kl.md “verl 为它预留了 kl_penalty="full"，0.9.1 中还是 NotImplementedError” and the table row “full 在 0.9.1 中未实现”.
     with pytest.raises(NotImplementedError):

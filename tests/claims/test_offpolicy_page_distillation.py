@@ -132,3 +132,44 @@ def test_verl_k3_as_a_loss_follows_the_forward_kl_gradient():
     # 直接反传：样本 y ~ π 固定，对 k3(y) 求导，再按 π 加权求期望
     expected_grad = torch.autograd.grad((probs.detach() * core_algos.kl_penalty(logps, teacher, "k3")).sum(), logits)[0]
     assert torch.allclose(expected_grad, forward) and not torch.allclose(expected_grad, reverse)
+
+
+def test_trl_iw_opd_trainer_is_the_sampled_token_estimator():
+    # "逐 token 单样本的估计在 trl.experimental.iw_opd 的 IWOPDTrainer 里（distillation_objective="iw_opd"，
+    # lmbda 默认 1.0）：优势 sg(log π_T − log μ)（没有采样器的对数概率时用学生自己的），再乘随前缀累计 |A| 递减的权重
+    # （iw_opd_gamma，默认 0.5）；γ = 0、同策略时梯度就是式 (opd-loss) 的梯度"
+    import collections
+    import inspect
+    import types
+
+    import torch
+    from trl.experimental.iw_opd import IWOPDConfig, IWOPDTrainer
+
+    from rlhf_toy.distillation import onpolicy_distillation_loss
+
+    f = fields(IWOPDConfig)
+    assert (f["lmbda"], f["distillation_objective"], f["iw_opd_gamma"]) == (1.0, "iw_opd", 0.5)
+    text = " ".join(inspect.getsource(IWOPDTrainer._compute_iw_opd_loss).split())
+    assert "weights = (1.0 + self.iw_opd_gamma * (1.0 - prefix_abs_advantages / total_abs_advantages)).detach()" in text
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(2, 4, 6, generator=g, dtype=torch.float64)
+    tokens = torch.randint(0, 6, (2, 4), generator=g)
+    mask = torch.tensor([[1.0, 1, 1, 1], [1, 1, 0, 0]], dtype=torch.float64)
+    teacher = (
+        torch.randn(2, 4, 6, generator=g, dtype=torch.float64).log_softmax(-1).gather(-1, tokens[..., None])[..., 0]
+    )
+    metrics = {m: collections.defaultdict(list) for m in ("train", "eval")}
+    stub = types.SimpleNamespace(
+        temperature=1.0, iw_opd_gamma=0.0, iw_opd_epsilon=1e-8, model=torch.nn.Module(), _metrics=metrics
+    )
+    grads = []
+    for trl_side in (True, False):
+        theta = logits.clone().requires_grad_(True)
+        if trl_side:
+            labels = torch.where(mask.bool(), tokens, torch.full_like(tokens, -100))
+            loss = IWOPDTrainer._compute_iw_opd_loss(stub, theta, tokens, labels, teacher)
+        else:
+            logps = theta.log_softmax(-1).gather(-1, tokens[..., None])[..., 0]
+            loss, _ = onpolicy_distillation_loss(logps, torch.where(mask.bool(), teacher, 0.0), mask)
+        grads.append(torch.autograd.grad(loss, theta)[0])
+    assert torch.allclose(grads[0], grads[1])

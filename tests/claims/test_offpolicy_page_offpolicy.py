@@ -179,3 +179,64 @@ def test_verl_ships_with_rollout_correction_off():
     root = Path(importlib.util.find_spec("verl").origin).parent
     shipped = OmegaConf.load(root / "trainer/config/_generated_ppo_trainer.yaml").algorithm.rollout_correction
     assert shipped.rollout_is is None and shipped.rollout_rs is None
+
+
+def test_trl_grpo_syncs_vllm_before_generating_and_computes_old_logps_right_after():
+    # offpolicy 差异框：“GRPOTrainer 在每次生成之前把新参数同步给 vLLM，生成之后立刻用同一份参数算 old_per_token_logps；
+    # 它的权重只修正引擎与训练器的差异，几步的过时交给 PPO 比率”.
+    single = source(GRPOTrainer._generate_single_turn)
+    assert (
+        'if self.state.global_step != self._last_loaded_step: with profiling_context(self, "sync_weights"): '
+        "self.vllm_generation.sync_weights()"
+    ) in single
+    gen = source(GRPOTrainer._generate_and_score_completions)
+    assert "generate_every = self.args.steps_per_generation * self.num_iterations" in gen
+    assert "old_per_token_logps, _, _ = self._get_per_token_logps_and_entropies( self.model," in gen
+    assert "per_token_logps_diff = (old_per_token_logps - sampling_per_token_logps) * mask" in gen
+
+
+def test_trl_async_grpo_uses_the_sampler_logprobs_as_old_and_drops_stale_samples():
+    # offpolicy 差异框：“trl.experimental.async_grpo 把采样器的对数概率直接当 old_log_probs 放进截断的比率，
+    # 没有另乘的权重；丢掉落后超过 max_staleness（默认 4）步的样本”.
+    worker = module_source("trl.experimental.async_grpo.async_rollout_worker")
+    assert "old_log_probs: list[float] # sampled logprobs" in worker
+    trainer = module_source("trl.experimental.async_grpo.async_grpo_trainer")
+    assert "log_ratio = log_probs - old_log_probs coef_1 = torch.exp(log_ratio)" in trainer
+    assert "coef_2 = torch.clamp(coef_1, 1 - self.epsilon_low, 1 + self.epsilon_high)" in trainer
+    assert "importance_sampling" not in trainer
+    assert "if staleness > self.max_staleness:" in trainer
+    assert "max_staleness: int = field( default=4," in module_source("trl.experimental.async_grpo.async_grpo_config")
+
+
+def test_verl_labels_token_weights_biased_and_sequence_weights_unbiased():
+    # offpolicy 式 (is-ratios) 之后：“verl 的配置说明把逐 token 权重标成有偏、序列权重标成无偏”；
+    # 解耦模式的说明把“几步之前的参数”列为要修正的来源之一.
+    text = module_source("verl.trainer.config.algorithm")
+    assert '"token": Per-token IS weights (low variance, biased)' in text
+    assert '"sequence": Per-sequence IS weights (unbiased, high variance)' in text
+    assert "2. Model update staleness: Rollout data collected from older policy checkpoints" in text
+
+
+def test_verl_bypass_reinforce_multiplies_log_prob_by_the_weight():
+    # offpolicy 差异框：“bypass 模式的 loss_type="reinforce"（预设 bypass_pg_is()）不截断比率，
+    # 损失是 −w·A·log π，w 是限幅后的 π_θ/μ”.
+    from verl.trainer.config.algorithm import RolloutCorrectionConfig
+
+    assert RolloutCorrectionConfig().loss_type == "ppo_clip"
+    preset = RolloutCorrectionConfig.bypass_pg_is()
+    assert (preset.bypass_mode, preset.loss_type, preset.rollout_is) == (True, "reinforce", "sequence")
+    assert "pg_losses = -advantages * log_prob * rollout_is_weights" in module_source("verl.trainer.ppo.core_algos")
+
+
+def test_verl_seq_mis_preset_rejects_sequences_from_the_response_mask():
+    # offpolicy 差异框：“verl 预设里的 Seq-MIS（decoupled_seq_is_rs()）是序列 TIS 加 rollout_rs="seq_sum_k1" 的拒绝：
+    # 被拒的序列从 response_mask 里去掉，不进 token 平均的分母；TRL 的 sequence_mask 是权重置 0”.
+    from verl.trainer.config.algorithm import RolloutCorrectionConfig
+
+    preset = RolloutCorrectionConfig.decoupled_seq_is_rs()
+    assert (preset.rollout_is, preset.rollout_is_threshold) == ("sequence", 2.0)
+    assert (preset.rollout_rs, preset.rollout_rs_threshold) == ("seq_sum_k1", "0.5_2.0")
+    assert "decoupled_seq_is_rs() # Seq-MIS" in module_source("verl.trainer.config.algorithm")
+    helper = module_source("verl.trainer.ppo.rollout_corr_helper")
+    assert "modified_response_mask: torch.Tensor = (response_mask * final_mask).to(dtype=response_mask.dtype)" in helper
+    assert 'batch.batch["response_mask"] = modified_response_mask' in helper

@@ -55,3 +55,31 @@ def test_trl_has_no_option_to_train_on_tool_results():
 
     names = [f.name for f in dataclasses.fields(GRPOConfig)]
     assert [n for n in names if "tool" in n] == ["max_tool_calling_iterations"]
+
+
+def test_trl_rollout_func_masks_only_with_env_mask():
+    # offpolicy.md: “用 rollout_func 自己写多轮生成时，要在返回值里给 "env_mask"，否则 tool_mask 是 None，环境写的 token 也进损失”.
+    src = " ".join(inspect.getsource(GRPOTrainer._generate).split())
+    assert 'tool_mask = extra_fields.pop("env_mask", None)' in src
+    score = " ".join(inspect.getsource(GRPOTrainer._generate_and_score_completions).split())
+    assert "mask = completion_mask if tool_mask is None else completion_mask * tool_mask" in score
+
+
+def test_trl_tool_mask_covers_the_template_tokens_around_the_tool_result():
+    # offpolicy.md: “tool_mask = 0 还盖住模板插入的 token：工具消息的头尾和下一轮 assistant 的开头；
+    # 常见错误：“TRL 与 verl 都直接拼接 token id”（不把对话解码再重新分词）.
+    suffix = " ".join(inspect.getsource(GRPOTrainer._get_tool_suffix_ids).split())
+    assert "add_generation_prompt=True" in suffix
+    loop = " ".join(inspect.getsource(GRPOTrainer._tool_call_loop).split())
+    assert "tool_length = prompt_completion_tool_length - prompt_length - completion_length" in loop
+    assert "(using concatenated IDs, no re-tokenization)" in loop
+    # verl 的 ContinuousTokenBuilder 把模型生成的 token id 直接接在运行中的 token 流后面
+    import importlib.util
+    from pathlib import Path
+
+    verl_root = Path(importlib.util.find_spec("verl").origin).parent
+    builder = (verl_root / "utils/tokenizer/continuous_token.py").read_text(encoding="utf-8")
+    assert "merged_token_ids = list(runtime_token_ids) + list(appended_token_ids)" in builder
+    assert "Boundary tokens are not model-generated and therefore must not carry loss or model logprobs." in " ".join(
+        (MergeResult.__doc__ or "").split()
+    )

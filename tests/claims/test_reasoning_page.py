@@ -125,3 +125,13 @@ def test_trl_options_for_truncation_length_and_aggregation():
     assert "progress = min(len(ids) / self.max_len, 1.0)" in call
     assert default_config(GRPOConfig).multi_objective_aggregation == "sum_then_normalize"
     assert 'elif self.multi_objective_aggregation == "normalize_then_sum":' in text
+
+
+def test_grpo_scales_advantages_by_the_group_std_by_default():
+    # reasoning.md: “GRPO 按组内标准差缩放优势（scale_rewards="group"，本章与 TRL 的默认）”：
+    # 答案全错（或全对）的组里格式分的优势与 w_fmt 无关.
+    assert default_config(GRPOConfig).scale_rewards == "group"
+    text = source(GRPOTrainer._generate_and_score_completions)
+    assert "std_rewards = nanstd(rewards.view(-1, num_generations), dim=1)" in text
+    assert "advantages = rewards - mean_grouped_rewards" in text
+    assert "advantages = advantages / (std_rewards + 1e-4)" in text

@@ -3,9 +3,13 @@ transformers 5.24.0."""
 
 from __future__ import annotations
 
+import re
+
 import torch
-from transformers import LlamaConfig, LlamaForSequenceClassification
+from transformers import EarlyStoppingCallback, LlamaConfig, LlamaForSequenceClassification, TrainingArguments
 from transformers.modeling_layers import GenericForSequenceClassification
+from transformers.trainer_callback import DefaultFlowCallback
+from transformers.trainer_utils import IntervalStrategy
 from trl import RewardConfig, RewardTrainer
 
 from .pinned import default_config, source
@@ -63,6 +67,57 @@ def test_metrics_are_averaged_over_logging_steps_and_prefixed_eval():
 def test_reward_config_trains_three_epochs_by_default():
     # reward-model.md “过度自信与居中”: “TRL 的 `RewardConfig` 沿用 transformers 的默认 `num_train_epochs=3`”.
     assert default_config(RewardConfig).num_train_epochs == 3.0
+
+
+def test_reward_config_has_no_weight_decay_and_no_evaluation():
+    # reward-model.md “过度自信与居中”: “权重衰减默认是 0”, “它默认也不评估（eval_strategy="no"）：传了 eval_dataset，
+    # 训练中也不会记 eval_accuracy。要看留出准确率，得自己设 eval_strategy 与 eval_steps”; table row 训练默认值.
+    # transformers' DefaultFlowCallback asks for an evaluation only under the "steps" and "epoch" strategies.
+    args = default_config(RewardConfig)
+    assert args.weight_decay == 0.0
+    assert args.eval_strategy == IntervalStrategy.NO
+    flow = source(DefaultFlowCallback)
+    assert flow.count("control.should_evaluate = True") == 3
+    assert flow.count("args.eval_strategy == IntervalStrategy.STEPS") == 2
+    assert "if args.eval_strategy == IntervalStrategy.EPOCH and args.eval_delay <= state.epoch:" in flow
+
+
+def test_early_stopping_needs_an_eval_strategy():
+    # reward-model.md: “要早停，还得加上 EarlyStoppingCallback，并用 metric_for_best_model 指定看哪个指标”; table row
+    # 训练默认值 “早停要自己打开”.
+    assert default_config(RewardConfig).metric_for_best_model is None
+    text = source(EarlyStoppingCallback.on_train_begin)
+    assert "assert args.metric_for_best_model is not None" in text
+    assert "assert args.eval_strategy != IntervalStrategy.NO" in text
+
+
+def test_reward_config_learning_rate_overrides_transformers():
+    # reward-model.md table row 训练默认值: “学习率 10^-4，不是 transformers 的 5×10^-5”.
+    assert default_config(RewardConfig).learning_rate == 1e-4
+    assert default_config(TrainingArguments).learning_rate == 5e-5
+
+
+def test_long_pairs_are_dropped_not_truncated():
+    # reward-model.md table row 过长的偏好对: “被选或被拒回答超过 max_length（默认 1024 个 token）的偏好对整对丢弃，不截断”.
+    assert default_config(RewardConfig).max_length == 1024
+    doc = re.sub(r"\s+", " ", RewardConfig.__doc__)
+    assert "Samples are filtered out if either chosen or rejected sequence exceeds this value." in doc
+    prepare = source(RewardTrainer._prepare_dataset)
+    assert (
+        'dataset = dataset.filter( lambda example: ( len(example["chosen_ids"]) <= args.max_length '
+        'and len(example["rejected_ids"]) <= args.max_length ), **map_kwargs, )' in prepare
+    )
+    assert "truncat" not in prepare
+
+
+def test_lora_reward_head_should_be_in_modules_to_save():
+    # reward-model.md table row 模型: “从因果语言模型加载并用 LoRA 时，TRL 的文档建议把新加的 score 头写进
+    # modules_to_save，保证它得到训练”.
+    doc = re.sub(r"\s+", " ", RewardTrainer.__doc__)
+    assert (
+        'if the loaded model is a causal LM, it\'s highly recommended to set `modules_to_save=["score"]` in the PEFT '
+        "configuration to ensure that the reward head is properly trained" in doc
+    )
 
 
 def test_model_is_a_sequence_classifier_with_one_label():

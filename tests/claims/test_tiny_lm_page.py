@@ -272,13 +272,13 @@ def test_trl_optimizer_defaults_differ_from_the_chapter_loop():
     assert args.max_grad_norm == 1.0
     assert args.optim.startswith("adamw") and args.weight_decay == 0.0
     text = source(train_grpo)
-    assert "optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate)" in text
+    assert "optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate, fused=True)" in text
     assert "clip_grad" not in text and "scheduler" not in text
 
 
 def test_length_figure_grpo_wrong_answers_stay_longer_than_dapo():
     # tiny-lm.md, under the length figure (drawn from docs/data/tiny_lm_figures.json): “三个种子里，grpo 答错回答的平均长度
-    # 在第 5 到 40 步的每一步都比 dapo 长，到第 40 步差距在缩小；dr_grpo 与 dapo 两条线几乎重合”.
+    # 在第 5 到 40 步的每一步都比 dapo 长，到第 40 步差距也没有缩小；dr_grpo 与 dapo 的平均线几乎重合”.
     import json
 
     from .pinned import DOCS
@@ -294,6 +294,7 @@ def test_length_figure_grpo_wrong_answers_stay_longer_than_dapo():
     grpo = [gaps(seed, "grpo") for seed in runs]
     assert all(g > 0 for seed in grpo for g in seed)
     mean = [sum(col) / len(col) for col in zip(*grpo, strict=True)]
-    assert mean[-1] < max(mean) / 2  # the gap narrows by step 40
-    dr_grpo = [abs(g) for seed in runs for g in gaps(seed, "dr_grpo")]
-    assert max(dr_grpo) < 0.1 < max(mean)
+    assert mean[-1] > max(mean) / 2  # the gap has not narrowed by step 40
+    dr_grpo = [gaps(seed, "dr_grpo") for seed in runs]
+    dr_mean = [abs(sum(col) / len(col)) for col in zip(*dr_grpo, strict=True)]  # the figure draws the mean line
+    assert max(dr_mean) < 0.1 < min(mean)

@@ -19,7 +19,7 @@ import torch
 
 from rlhf_toy._threads import single_thread
 from rlhf_toy.distill_modes import bimodal_teacher, fit_student, mode_masses
-from rlhf_toy.tasks.addition import AdditionTask
+from rlhf_toy.tasks.addition import EOS, AdditionTask, encode
 from rlhf_toy.teachers import ExactAdderTeacher
 from rlhf_toy.train.distill import DistillConfig, train_onpolicy_distillation, train_teacher_sft
 
@@ -189,4 +189,39 @@ def demo_onpolicy(quick: bool = True) -> str:
             lines.append(
                 f"{method:<14}{r['step']:>5}{r['sampled_tokens']:>10}{r['accuracy']:>10.3f}{r['train_accuracy']:>10.3f}"
             )
+    return "\n".join(lines)
+
+
+def advantage_variance(epsilon: float = 0.05, right_probs: tuple[float | None, ...] = (None, 0.3, 0.7)) -> str:
+    r"""一个位置上单样本反向 KL 梯度的精确方差，不减基线与减基线 $-\mathrm{KL}_t$ 两种（对词表枚举，不采样）。
+
+    位置取 `7+8=` 的第一位，教师是 `ExactAdderTeacher(epsilon)`。学生在正确 token 上放概率 $p$、其余 token 均分
+    （`None` 表示均匀的学生）。单样本梯度（对 logits）是 $g(y) = -(A(y) - b)\,(e_y - \pi_\theta)$，
+    $A(y) = \log\pi_T(y) - \log\pi_\theta(y)$；$b = 0$ 或 $b = \mathbb E_{\pi_\theta}[A] = -\mathrm{KL}(\pi_\theta\Vert\pi_T)$，
+    两者的期望都是这个位置精确反向 KL 的梯度。方差是 $g$ 各分量方差之和。
+    """
+    task = AdditionTask(n_digits=1, n_heldout=30, seed=0)
+    teacher = ExactAdderTeacher(task, epsilon=epsilon)
+    prompts = task.encode_prompts(torch.tensor([[7, 8]]))
+    completions = torch.tensor([[*encode("15"), EOS]])
+    teacher_logps = teacher.log_probs(prompts, completions)[0, 0].double()
+    right = int(teacher_logps.argmax())
+    size = teacher_logps.numel()
+    lines = ["π(正确)  ‖期望梯度‖²  方差（b = 0）  方差（b = −KL）"]
+    for p in right_probs:
+        probs = torch.full((size,), 1 / size, dtype=torch.float64)
+        if p is not None:
+            probs = torch.full((size,), (1 - p) / (size - 1), dtype=torch.float64)
+            probs[right] = p
+        advantages = teacher_logps - probs.log()
+        scores = torch.eye(size, dtype=torch.float64) - probs  # 第 y 行是 e_y − π
+        mean = -(probs * advantages) @ scores
+        kl = -(probs * advantages).sum()
+        variances = []
+        for baseline in (0.0, -kl):
+            grads = -(advantages - baseline)[:, None] * scores
+            variances.append((probs * grads.square().sum(-1)).sum() - mean.square().sum())
+        lines.append(
+            f"{probs[right]:.3f}    {mean.square().sum():.3f}       {variances[0]:.3f}         {variances[1]:.3f}"
+        )
     return "\n".join(lines)

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from torch import Tensor
 
 from rlhf_toy._threads import single_thread
 from rlhf_toy.best_of_n import best_of_n_probs, kl_upper_bound
@@ -24,6 +25,7 @@ from rlhf_toy.pass_at_k import mean_pass_at_k
 from rlhf_toy.policies import TablePolicy
 from rlhf_toy.policies.table import exact_kl
 from rlhf_toy.policies.transformer import TinyTransformerPolicy
+from rlhf_toy.tasks.addition import PAD, encode
 from rlhf_toy.tasks.scratchpad import ScratchpadAdditionTask, accuracy_reward
 from rlhf_toy.train.grpo import GRPOConfig, train_grpo
 from rlhf_toy.train.rejection_sampling import RFTConfig, train_rft
@@ -215,6 +217,47 @@ def pass_at_k_curve(
 
 
 # --8<-- [end:pass_at_k_curve]
+
+
+# --8<-- [start:forced_mode_accuracy]
+@torch.no_grad()
+def forced_mode_accuracy(policy: TinyTransformerPolicy, task: ScratchpadAdditionTask, n: int = 16) -> dict[str, Tensor]:
+    """两种写法在同一批题上的正确率：把回答的第一个 token 限定为数字（写草稿）或 `=`（不写草稿），其余照常按温度采样。
+
+    限定的做法是把第一个 token 的分布截到允许的 token 上再归一化，也就是“已知模型选了这种写法”时的条件分布；
+    留出集的每道题两种写法各采 `n` 个回答。`evaluate` 里的 `accuracy_with_scratchpad` 只在模型自己选了写草稿的题上算，
+    这里的两个正确率都在全部留出题上算，可以直接相减。回答总长仍不超过 `task.max_completion_length`。
+
+    Args:
+        policy: 策略。
+        task: 任务（用它的留出集与答案奖励）。
+        n: 每道题每种写法的样本数。
+
+    Returns:
+        `{"scratchpad": 每题的正确率, "direct": 每题的正确率}`，形状都是 `(n_heldout,)`。
+    """
+    prompts = task.heldout_prompts()
+    answers = [a for a in task.answers(prompts) for _ in range(n)]
+    modes = {"scratchpad": [encode(str(d))[0] for d in range(10)], "direct": encode("=")}
+    out = {}
+    with single_thread():
+        first_logits = policy.completion_logits(prompts, torch.full((len(prompts), 1), PAD))[:, 0] / policy.temperature
+        for mode, allowed in modes.items():
+            logits = torch.full_like(first_logits, float("-inf"))
+            logits[:, allowed] = first_logits[:, allowed]
+            first = torch.multinomial(torch.softmax(logits, -1), n, replacement=True).reshape(-1, 1)
+            forced = torch.cat([prompts.repeat_interleave(n, dim=0), first], dim=1)  # 提示词左填充，接在末尾
+            policy.max_completion_length -= 1  # 第一个 token 已经写了
+            try:
+                rest, _, _ = policy.generate(forced)
+            finally:
+                policy.max_completion_length += 1
+            completions = torch.cat([first, rest], dim=1)
+            out[mode] = accuracy_reward(answers, completions).view(len(prompts), n).mean(1)
+    return out
+
+
+# --8<-- [end:forced_mode_accuracy]
 
 
 # --8<-- [start:best_of_n_sweep]

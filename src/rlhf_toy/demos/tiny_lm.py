@@ -92,7 +92,9 @@ def warm_start(
     task = AdditionTask(seed=seed, balanced=balanced, **task_kwargs)
     policy = task.make_policy()
     config = sft_config()
-    optimizer = torch.optim.AdamW(policy.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
+    optimizer = torch.optim.AdamW(
+        policy.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay, fused=True
+    )
     chunk = SFTConfig(**{**config.__dict__, "steps": check_every})
     probe = task.encode_prompts(task.train[:200])
     for _ in range(0, config.steps, check_every):
@@ -303,7 +305,7 @@ def grpo_for_seconds(
         第 0 项是开始前（`seconds = 0`）。
     """
     ref = policy.frozen_copy()
-    optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate)
+    optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate, fused=True)
     part = GRPOConfig(**{**config.__dict__, "steps": chunk})
     out = [{"seconds": 0.0, "step": 0, "reward": float("nan"), **task.evaluate(policy, ref)}]
     elapsed, step, pending = 0.0, 0, list(marks)
@@ -394,7 +396,7 @@ def length_lesson(
             torch.manual_seed(seed)
             ref = policy.frozen_copy()
             config = grpo_config(quick, loss_type=loss_type, steps=every, max_completion_length=max_completion_length)
-            optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate)
+            optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate, fused=True)
             rows = [{"step": 0, **length_stats(policy, run_task), **run_task.evaluate(policy)}]
             for done in range(every, steps + 1, every):
                 train_grpo(policy, run_task, config, ref_policy=ref, optimizer=optimizer)

@@ -32,6 +32,8 @@ SFT_QUICK = dict(max_steps=4, per_device_train_batch_size=32, check_every=2, tar
 GRPO_QUICK_PROMPTS = 8  # 快速版每步 8 个提示词 × G = 4，3 步
 DPO_FULL = dict(n_prompts=512, max_steps=100, beta=0.1, learning_rate=5e-4)
 DPO_QUICK = dict(n_prompts=32, max_steps=3, beta=0.1, learning_rate=5e-4)
+# 速度对照（`speed_control`）：每种设置跑 `rounds` 轮、每轮 `steps` 步，各轮交替进行，每轮的第一步不计
+SPEED_CONTROL = dict(rounds=6, steps=4)
 
 
 # TRL 1.16 自己调用 transformers 5.24 时触发的弃用警告（`gradient_checkpointing*` 改名），与读者的代码无关
@@ -117,6 +119,8 @@ def sft_warm_start(
         warmup_steps=0,
         weight_decay=0.0,
         use_cpu=True,
+        bf16=False,  # TRL 1.16 默认 True：CPU 上每次前向都包进 bf16 autocast；本书全程 float32
+        gradient_checkpointing=False,  # TRL 1.16 默认 True
         report_to="none",
         save_strategy="no",
         logging_steps=50,
@@ -165,10 +169,10 @@ def run_trl_grpo(seed: int = 0, quick: bool = False, init_from: str | None = Non
 
     Returns:
         指标：`accuracy_before`、`accuracy_after`（留出集贪心正确率）、`rewards`（每步的平均奖励）、
+        `grad_norms`（每步按上限缩放之前的梯度全局范数，取自 TRL 的日志）、
         `seconds_per_step`（中位数）、`seconds_by_part`（一步的时间花在哪，见 `step_breakdown`）、
         `num_processes`、`parameter_digests`（每个进程一个）、`sft`（热启动信息）。
     """
-    from transformers import TrainerCallback
     from trl import GRPOTrainer
 
     from rlhf_toy.integrations.trl import greedy_accuracy, prompt_dataset, reward_function, trl_grpo_config
@@ -193,15 +197,7 @@ def run_trl_grpo(seed: int = 0, quick: bool = False, init_from: str | None = Non
         f"{world_size} 个进程；" + (f"SFT 热启动 {sft['steps']} 步" if sft["steps"] else "热启动模型从目录载入")
     )
 
-    step_seconds: list[float] = []
-
-    class StepTimer(TrainerCallback):
-        def on_step_begin(self, args, state, control, **kwargs):
-            self.start = time.perf_counter()
-
-        def on_step_end(self, args, state, control, **kwargs):
-            step_seconds.append(time.perf_counter() - self.start)
-
+    timer, step_seconds = _step_timer()
     trainer = _quiet(
         GRPOTrainer(
             model=model,
@@ -209,7 +205,7 @@ def run_trl_grpo(seed: int = 0, quick: bool = False, init_from: str | None = Non
             args=args,
             train_dataset=prompt_dataset(task.draw(config.steps * task.batch_size)),
             processing_class=tokenizer,
-            callbacks=[StepTimer()],
+            callbacks=[timer],
         )
     )
     parts = time_grpo_parts(trainer)
@@ -221,7 +217,9 @@ def run_trl_grpo(seed: int = 0, quick: bool = False, init_from: str | None = Non
         "accuracy_before": before,
         "accuracy_after": greedy_accuracy(trainer.model, tokenizer, task),
         "rewards": rewards,
-        "seconds_per_step": sorted(step_seconds)[len(step_seconds) // 2],
+        # 每步的梯度范数（按上限缩放之前；logging_steps=1，所以每步都有）
+        "grad_norms": [h["grad_norm"] for h in trainer.state.log_history if "grad_norm" in h],
+        "seconds_per_step": _median(step_seconds),
         "parameter_digests": _gather(parameter_digest(trainer.model)),
         "sft": sft,
     }
@@ -231,6 +229,131 @@ def run_trl_grpo(seed: int = 0, quick: bool = False, init_from: str | None = Non
     )
     _say(f"每步 {result['seconds_per_step']:.3f} 秒（中位数）；各进程参数摘要 {result['parameter_digests']}")
     return result
+
+
+def _step_timer():
+    """`(回调, 秒数列表)`：回调在每步的 `on_step_begin` 到 `on_step_end` 之间计时，把秒数追加到列表里。"""
+    from transformers import TrainerCallback
+
+    seconds: list[float] = []
+
+    class StepTimer(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kwargs):
+            self.start = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kwargs):
+            seconds.append(time.perf_counter() - self.start)
+
+    return StepTimer(), seconds
+
+
+def _median(values: list[float]) -> float:
+    return sorted(values)[len(values) // 2]
+
+
+def speed_control(init_from: str, rounds: int, steps: int, seed: int = 0) -> dict:
+    """速度对照：同一批（32 个提示词 × G = 8）上，TRL 1.16 的默认设置、关掉 bf16 与梯度检查点、本书的循环，交替计时。
+
+    五种情形轮流跑 `rounds` 轮（机器的负载随时间变化，交替进行让它对各情形的影响相近），全部单线程：
+
+    - `trl_defaults`：`GRPOTrainer`，`trl_grpo_config` 再改回 TRL 1.16 的默认 `bf16=True`、`gradient_checkpointing=True`；
+    - `trl_float32`：`GRPOTrainer`，`trl_grpo_config` 本身（`bf16=False`、`gradient_checkpointing=False`）；
+    - `ours`：第 9 章的 `train_grpo`，一次一步；
+    - `qwen2_forward_backward`、`ours_forward_backward`：两个模型本身（不经训练器、float32）在同一批提示词与回答上
+      算回答 token 的对数概率之和并反向传播一次。
+
+    两个 TRL 情形每轮从 `init_from` 重新载入同一个热启动模型、新建训练器、训练 `steps` 步；本书的模型是第 9 章的热启动。
+    每轮的第一步不计（包含惰性初始化），其余各步的秒数合在一起取中位数。
+
+    Args:
+        init_from: `sft_warm_start` 的模型存放的目录。
+        rounds: 轮数。
+        steps: 每轮每种情形的步数（≥ 2）。
+        seed: 随机种子。
+
+    Returns:
+        `seconds`（每种情形每步秒数的中位数）、`samples`（计入的步数）、`loadavg_before`、`loadavg_after`
+        （`os.getloadavg()` 的三个数：过去 1、5、15 分钟的平均负载）。
+    """
+    from transformers import Qwen2ForCausalLM
+    from trl import GRPOTrainer
+
+    from rlhf_toy._threads import single_thread
+    from rlhf_toy.demos.tiny_lm import warm_start
+    from rlhf_toy.integrations.trl import make_tokenizer, prompt_dataset, prompt_texts, reward_function, trl_grpo_config
+    from rlhf_toy.train.grpo import train_grpo
+
+    if steps < 2:
+        raise ValueError(f"steps 应 ≥ 2（每轮第一步不计），实际是 {steps}")
+    loadavg_before = list(os.getloadavg())
+    with single_thread():
+        task, policy = warm_start(seed)
+        tokenizer = make_tokenizer()
+        config = grpo_config(steps=steps, max_completion_length=task.max_completion_length)
+        ours_config = grpo_config(quick=True, steps=1, max_completion_length=task.max_completion_length)
+
+        problems = task.draw(task.batch_size).repeat_interleave(config.num_generations, dim=0)
+        prompts = task.encode_prompts(problems)
+        completions, _ = policy.sample(task.encode_prompts(problems[:: config.num_generations]), config.num_generations)
+        batch = tokenizer(prompt_texts(problems), return_tensors="pt", padding=True, add_special_tokens=False)
+        prompt_length = batch["input_ids"].shape[1]
+        input_ids = torch.cat([batch["input_ids"], completions], dim=1)
+        attention_mask = torch.cat([batch["attention_mask"], torch.ones_like(completions)], dim=1)
+        qwen2 = Qwen2ForCausalLM.from_pretrained(init_from)
+        qwen2.train()
+
+        def trl_steps(**flags) -> list[float]:
+            args = trl_grpo_config(
+                config, task, output_dir=tempfile.mkdtemp(prefix="rlhf_toy_speed_"), seed=seed, **flags
+            )
+            timer, seconds = _step_timer()
+            trainer = _quiet(
+                GRPOTrainer(
+                    model=Qwen2ForCausalLM.from_pretrained(init_from),
+                    reward_funcs=reward_function(task),
+                    args=args,
+                    train_dataset=prompt_dataset(task.draw(steps * task.batch_size)),
+                    processing_class=tokenizer,
+                    callbacks=[timer],
+                )
+            )
+            trainer.train()
+            return seconds
+
+        def timed(step) -> list[float]:
+            seconds = []
+            for _ in range(steps):
+                start = time.perf_counter()
+                step()
+                seconds.append(time.perf_counter() - start)
+            return seconds
+
+        def qwen2_step():
+            logits = qwen2(input_ids=input_ids, attention_mask=attention_mask).logits[:, prompt_length - 1 : -1]
+            logits.log_softmax(-1).gather(-1, completions.unsqueeze(-1)).sum().backward()
+            qwen2.zero_grad()
+
+        def ours_model_step():
+            policy.logps(prompts, completions).sum().backward()
+            policy.zero_grad()
+
+        cases = {
+            "trl_defaults": lambda: trl_steps(bf16=True, gradient_checkpointing=True),
+            "trl_float32": lambda: trl_steps(),
+            "ours": lambda: timed(lambda: train_grpo(policy, task, ours_config)),
+            "qwen2_forward_backward": lambda: timed(qwen2_step),
+            "ours_forward_backward": lambda: timed(ours_model_step),
+        }
+        samples: dict[str, list[float]] = {name: [] for name in cases}
+        for _ in range(rounds):
+            for name, run in cases.items():
+                samples[name] += run()[1:]
+    return {
+        "seconds": {name: _median(values) for name, values in samples.items()},
+        "samples": {name: len(values) for name, values in samples.items()},
+        "loadavg_before": loadavg_before,
+        "loadavg_after": list(os.getloadavg()),
+    }
 
 
 def time_grpo_parts(trainer) -> dict[str, float]:
@@ -402,6 +525,8 @@ def run_trl_dpo(seed: int = 0, quick: bool = False, init_from: str | None = None
         warmup_steps=0,
         weight_decay=0.0,
         use_cpu=True,
+        bf16=False,  # TRL 1.16 默认 True：CPU 上每次前向都包进 bf16 autocast；本书全程 float32
+        gradient_checkpointing=False,  # TRL 1.16 默认 True
         report_to="none",
         save_strategy="no",
         logging_steps=10 if not quick else 1,

@@ -60,7 +60,7 @@ class Budget:
         num_generations: 在线算法每个提示词每步采样的回答数 $G$。
         learning_rate: 所有算法共用的 Adam 学习率。
         offline_samples: 离线算法（DPO、IPO）的数据集大小，按回答计（偏好对数的 2 倍）。
-        offline_steps: 离线算法在数据集上的全批梯度步数。
+        offline_steps: 离线算法在数据集上的全批梯度步数，不随 `offline_samples` 变（第 8 章：DPO 的样本效率主要来自这些步数）。
     """
 
     samples: int = 1280

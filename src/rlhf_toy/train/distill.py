@@ -72,7 +72,7 @@ def train_onpolicy_distillation(
     Returns:
         每步一项 `{"step", "loss", "reverse_kl", "sampled_tokens", "teacher_tokens_scored"}`，评估步另含 `evaluate` 的键。
     """
-    optimizer = torch.optim.AdamW(student.parameters(), lr=config.learning_rate, weight_decay=0.0)
+    optimizer = torch.optim.AdamW(student.parameters(), lr=config.learning_rate, weight_decay=0.0, fused=True)
     generator = torch.Generator().manual_seed(config.seed)
     history = [{"step": 0, "sampled_tokens": 0, **(evaluate(student) if evaluate else {})}]
     tokens = 0
@@ -129,7 +129,7 @@ def train_teacher_sft(
     Returns:
         每步一项 `{"step", "loss", "sampled_tokens"}`，评估步另含 `evaluate` 的键。
     """
-    optimizer = torch.optim.AdamW(student.parameters(), lr=config.learning_rate, weight_decay=0.0)
+    optimizer = torch.optim.AdamW(student.parameters(), lr=config.learning_rate, weight_decay=0.0, fused=True)
     generator = torch.Generator().manual_seed(config.seed)
     history = [{"step": 0, "sampled_tokens": 0, **(evaluate(student) if evaluate else {})}]
     tokens = 0

@@ -75,7 +75,7 @@ def train_dpo(
         `rewards/margins`、`rewards/accuracies` 以及 `evaluate` 返回的键。
     """
     ref_policy = policy.frozen_copy() if ref_policy is None else ref_policy
-    optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate)
+    optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate, fused=True)
     prompts, chosen, rejected = pairs
     ref_chosen = ref_rejected = None  # simpo 不用参考模型
     if config.loss_type != "simpo":

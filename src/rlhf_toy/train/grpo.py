@@ -85,7 +85,7 @@ def train_grpo(
     """
     ref_policy = policy.frozen_copy() if ref_policy is None else ref_policy
     if optimizer is None:
-        optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate)
+        optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate, fused=True)
     G = config.num_generations
     history = []
     for step in range(1, config.steps + 1):

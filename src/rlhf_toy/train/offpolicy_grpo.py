@@ -1,4 +1,6 @@
-r"""异策略 GRPO（第 12 章）：回答由 `staleness` 步之前的策略快照、用可能不同的采样器生成，训练器按 TRL 的方式修正。
+r"""异策略 GRPO（第 12 章）：回答由 `staleness` 步之前的策略快照、用可能不同的采样器生成，训练器用 TRL 的权重公式修正。
+
+旧策略的对数概率用当前参数重算，PPO 比率恒为 1，过时全由权重承担：相当于 verl 的解耦模式。
 
 与第 9 章的 `train_grpo` 相比只多了三件事（那个文件一行没改）：
 
@@ -124,7 +126,7 @@ def train_offpolicy_grpo(
     Returns:
         长 `config.steps + 1` 的列表，第 0 项只有 `step` 与评估结果。
     """
-    optimizer = torch.optim.AdamW(policy.parameters(), lr=config.learning_rate)
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=config.learning_rate, fused=True)
     sampler = copy.deepcopy(policy).requires_grad_(False)
     snapshots = deque([copy.deepcopy(policy.state_dict())] * (config.staleness + 1), maxlen=config.staleness + 1)
     G = config.num_generations

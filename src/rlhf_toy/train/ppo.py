@@ -101,7 +101,7 @@ def train_ppo(
     ref_policy = policy.frozen_copy() if ref_policy is None else ref_policy
     scorer = task if reward_model is None else reward_model
     params = list(policy.parameters()) + list(value_model.parameters())
-    optimizer = torch.optim.Adam(params, lr=config.learning_rate)
+    optimizer = torch.optim.Adam(params, lr=config.learning_rate, fused=True)
     G = config.num_generations
     history = []
     for step in range(1, config.steps + 1):

@@ -111,7 +111,7 @@ def train_reinforce(
         记的 `kl` 是按 token 的平均，只在 $T = 1$ 时相同）以及 `evaluate` 返回的键。
     """
     ref_policy = policy.frozen_copy() if ref_policy is None else ref_policy
-    optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate)
+    optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate, fused=True)
     k = config.num_generations
     history = []
     for step in range(1, config.steps + 1):

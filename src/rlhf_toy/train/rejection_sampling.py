@@ -64,7 +64,7 @@ def train_rft(
         `reward`（本批平均奖励）、`kept`（留下的回答数）与 `evaluate` 返回的键。
     """
     if optimizer is None:
-        optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate)
+        optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate, fused=True)
     history = []
     for step in range(1, config.steps + 1):
         prompts = task.prompts()

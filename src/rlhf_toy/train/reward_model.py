@@ -64,7 +64,7 @@ def train_reward_model(
         长度为 `config.steps` 的列表；每项含 `step`、`loss`、`accuracy`、`margin`、`min_reward`、
         `mean_reward`、`max_reward`（均在训练对上，更新前），以及 `eval_accuracy`（更新后）。
     """
-    optimizer = torch.optim.Adam(reward_model.parameters(), lr=config.learning_rate)
+    optimizer = torch.optim.Adam(reward_model.parameters(), lr=config.learning_rate, fused=True)
     prompts, chosen, rejected = pairs
     history = []
     for step in range(1, config.steps + 1):

@@ -61,7 +61,9 @@ def train_sft(
         每步一项 `{"step", "loss"}`，评估步另含 `evaluate` 返回的键。
     """
     if optimizer is None:
-        optimizer = torch.optim.AdamW(policy.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
+        optimizer = torch.optim.AdamW(
+            policy.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay, fused=True
+        )
     history = []
     for step in range(1, config.steps + 1):
         prompts, completions, mask = task.sft_batch(config.batch_size)

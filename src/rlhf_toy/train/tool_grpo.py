@@ -12,6 +12,7 @@ $\sum_t (1-c_t)\,\hat A\,\nabla_\theta\log\pi_\theta(y_t\mid h_t)$ 这一项：�
 # --8<-- [start:imports]
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -124,7 +125,7 @@ def train_tool_grpo(
     """
     check_choice("loss_type", config.loss_type, LOSS_TYPES)
     ref_policy = policy.frozen_copy() if ref_policy is None else ref_policy
-    optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate)
+    optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate, fused=True)
     params = [p for p in policy.parameters() if p.requires_grad]
     generator = torch.Generator().manual_seed(config.seed)
     G, L = config.num_generations, task.max_completion_length
@@ -183,7 +184,7 @@ def train_tool_grpo(
                 "kl": masked_mean(k3, policy_mask).item(),
                 "kl/tool": masked_mean(k3, tool_tokens).item(),
                 "kl/tool_exact": masked_mean(exact_kl, tool_tokens).item(),
-                **{f"grad_norm/{n}": torch.sqrt(sum((g**2).sum() for g in grads[n])).item() for n in grads},
+                **{f"grad_norm/{n}": math.sqrt(sum((g**2).sum() for g in grads[n]).item()) for n in grads},
             }
         if evaluate is not None and (step % eval_every == 0 or step == config.steps):
             record.update(evaluate(policy))
