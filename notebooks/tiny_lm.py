@@ -118,7 +118,8 @@ print("GRPO 之后按题型：", format_errors_by_shape(balanced_errors))
 # ## 对照：均匀地抽题
 #
 # 同一个种子，只把训练题改成在全部训练题里均匀地抽（`balanced=False`）：两个操作数都是两位数的题占八成以上，
-# 带一位数操作数的题不到两成（比例见本章正文“数据长什么样”）。同样的热启动规则；GRPO 不按墙钟时间跑，
+# 带一位数操作数的题不到两成（比例见本章正文“数据长什么样”）。同样的热启动规则（训练题上答对一半就停），
+# 所以两边热启动走的 SFT 步数可以不同（正文打印了这两个步数）。GRPO 不按墙钟时间跑，
 # 而是跑与上面均衡抽题同样多的步数（每步的计算量几乎相同，按墙钟时间跑时步数会随机器负载变），两边 GRPO 之后的正确率才能比。
 # 在 SFT 之后与 GRPO 之后各按题型数一数：贪心解码答错的题，以及按温度采样 8 个回答、一个也没答对的题
 # （括号里的数）——后者在 GRPO 里就是组内优势全为 0、给不出梯度的组。
@@ -150,12 +151,16 @@ for label, table in (
 # （在本书生成这个 notebook 时的运行里，49 道 `1+2` 里有 14 道，43 道 `2+1` 里有 17 道，407 道 `2+2` 里只有 30 道）；
 # 均匀抽题时这两种题型又只占提示词的不到两成，有对有错、能学到东西的组就少。
 # 按题型均衡的热启动在这些题上多练了几倍，SFT 之后这两种题型的全错题已经少得多。
+# 两边的热启动走的 SFT 步数不一定相同，所以 SFT 之后的差别里既有均衡抽题的作用，也可能有步数的作用。
+#
 # GRPO 之后那两行，两边走的步数相同（上面打印了），但两边的热启动也不同，所以它们只说明均衡的热启动有用，
-# 没有哪一组单独检验 GRPO 阶段的均衡抽题；步数随机器负载而变，重跑时请以上面的输出为准。
-# 均匀抽题两行里 `1+2`、`2+1` 的全错题数有升有降，这样的变化在每道题只采 8 个回答的抽样误差之内。
-# 均衡也有代价：`2+2` 的题在训练提示词里从八成多降到了四分之一，比较两边 GRPO 之后的 `2+2` 一项就知道这个代价在这里有多大。
+# 没有哪一组单独检验 GRPO 阶段的均衡抽题。GRPO 的步数随机器负载而变，这两行的数每次运行都可能不同。
+# 看均匀抽题的两行：GRPO 之后 `1+2`、`2+1` 的答错题与全错题各变了多少，又还剩多少。
+# 全错题数的变化要与抽样误差比：每道题只采 8 个回答，差一两道说明不了什么。
+# 均衡也有代价：`2+2` 的题在训练提示词里从八成多降到了四分之一。比较两边 GRPO 之后的 `2+2` 一项，能看出这个代价在这次运行里有多大；
+# 这只是一个种子，几道题的差别说不清是不是噪声。
 # `1+1` 的题在留出集里只有一两道，它那一项说明不了什么。
-# 这是一个种子；`python benchmarks/tiny_lm.py` 与 `python benchmarks/tiny_lm.py --uniform` 是两次分别计时的墙钟运行（看打印的步数）。
+# 多个种子的墙钟测量见 `python benchmarks/tiny_lm.py` 与 `python benchmarks/tiny_lm.py --uniform`（两次分别计时，看打印的步数）。
 
 # %% [markdown]
 # ## 对照：同样的时间花在继续 SFT 上
@@ -215,11 +220,12 @@ for loss_type, rows in runs.items():
     cells = (f"{r['length_wrong']:5.2f}/{r['length_correct']:5.2f}/{r['truncated']:.2f}" for r in rows)
     print(f"{loss_type:>7}：" + "  ".join(cells))
 print("GRPO 步数：" + "  ".join(f"{r['step']:>16d}" for r in runs["grpo"]))
-print("答错回答的平均长度之差（减去 dapo 的）：")
-for loss_type in ("grpo", "dr_grpo"):
-    against_dapo = zip(runs[loss_type], runs["dapo"], strict=True)
-    diffs = (f"{r['length_wrong'] - d['length_wrong']:+16.2f}" for r, d in against_dapo)
-    print(f"{loss_type:>7}：" + "  ".join(diffs))
+for key, name in (("length_wrong", "答错"), ("length_correct", "答对")):
+    print(f"{name}回答的平均长度之差（减去 dapo 的）：")
+    for loss_type in ("grpo", "dr_grpo"):
+        against_dapo = zip(runs[loss_type], runs["dapo"], strict=True)
+        diffs = (f"{r[key] - d[key]:+16.2f}" for r, d in against_dapo)
+        print(f"{loss_type:>7}：" + "  ".join(diffs))
 
 # %% [markdown]
 # 怎样读这些数：`dr_grpo` 与 `dapo` 给每个 token 的权重都与回答长度无关，两者每步只差一个因子 $\sum_j|y_j|/(BL)$；
@@ -229,10 +235,15 @@ for loss_type in ("grpo", "dr_grpo"):
 # 整条回答受的罚是短错误回答的两三倍。
 #
 # 在本书生成这个 notebook 时的运行里（种子 0），被超长截停的比例在 `dr_grpo`、`dapo` 下从第 15 步起打印为 0.00
-# （两位小数：不到 0.5%），在 `grpo` 下到第 35 步还有 0.01。答错回答的长度上，`grpo` 从第 5 步到第 40 步都比 `dapo`
-# 长 0.23 到 0.37 个 token，而 `dr_grpo` 与 `dapo` 之差都不到 0.1（最后两行）：这与上面的机制一致，但只是一个种子。
-# 答对的回答也在变短（草稿写得少了）：
-# 第 0 步答错、答对回答平均 8.50 与 5.72 个 token，第 40 步三种汇总方式下都在 4.04 到 4.48 之间，长度与对错的相关弱了很多，
+# （两位小数：不到 0.5%），在 `grpo` 下到第 35 步还有 0.01。
+# 从第 5 步到第 40 步，`grpo` 下答错的回答比 `dapo` 长 0.23 到 0.37 个 token，答对的回答也长 0.06 到 0.29 个 token；
+# `dr_grpo` 与 `dapo` 之差都不到 0.1（最后四行）。所以 `grpo` 让答错和答对的回答都变长了，不只是答错的。
+# 机制的前一半（长的错误回答受罚轻）与此一致；后一半（短的正确回答每个 token 被抬得重，应当让答对的回答更短）在这里看不到。
+# 一个没有检验过的假设：写几个 `.` 是在写答案之前决定的，长的错误回答受罚轻，就让每条回答都更愿意多写几个 `.`。
+# 这些只是一个种子的结果。
+#
+# 答对的回答也在变短（草稿写得少了）：第 0 步答错、答对回答平均 8.50 与 5.72 个 token；
+# 第 40 步，`grpo` 下分别是 4.48 与 4.30，另两种汇总方式下都在 4.04 到 4.11 之间。长度与对错的相关弱了很多，
 # 按上面的机制，汇总方式对长度的推力也就小了。在 x86-64 上这些数每次运行都相同；在别的机器上请以上面的输出为准。
 
 # %%
@@ -259,27 +270,44 @@ plt.show()
 # %%
 torch.manual_seed(0)  # 下面的结果与上面按墙钟时间跑了多少步无关
 pairs, masks = preference_pairs_from_samples(copy.deepcopy(start), copy.deepcopy(start_task), n_prompts=PAIR_PROMPTS)
+pair_prompts, chosen = pairs[0], pairs[1]
+
+
+@torch.no_grad()
+def pair_accuracy(p):  # 偏好对的提示词上贪心解码的正确率（贪心解码不用随机数）
+    completions, _, _ = p.generate(pair_prompts, greedy=True)
+    return task.reward(pair_prompts, completions).mean().item()
+
+
 print(f"{PAIR_PROMPTS} 个提示词造出 {len(pairs[0])} 个偏好对；DPO 之前留出集 accuracy {task.evaluate(start)['accuracy']:.3f}")
+print(f"DPO 之前偏好对提示词上的贪心 accuracy {pair_accuracy(start):.3f}")
 for lr, beta in ((5e-4, 0.1), (1e-4, 0.5)):
     dpo_policy = copy.deepcopy(start)
     ref = dpo_policy.frozen_copy()
     history = train_dpo(dpo_policy, pairs, DPOConfig(beta=beta, learning_rate=lr, steps=DPO_STEPS), ref_policy=ref)
     last = history[-1]
+    with torch.no_grad():  # 被选回答的对数概率比参考模型低的偏好对占多少
+        fell = (dpo_policy.logps(pair_prompts, chosen).sum(-1) < ref.logps(pair_prompts, chosen).sum(-1)).float().mean()
     print(
         f"学习率 {lr:g}，beta {beta}：rewards/accuracies {last['rewards/accuracies']:.3f}  "
         f"rewards/chosen {last['rewards/chosen']:+.3f}  rewards/rejected {last['rewards/rejected']:+.3f}  "
         f"留出集 accuracy {task.evaluate(dpo_policy)['accuracy']:.3f}"
     )
+    print(f"    被选回答概率下降的偏好对占 {fell:.3f}；偏好对提示词上的贪心 accuracy {pair_accuracy(dpo_policy):.3f}")
 
 # %% [markdown]
-# 怎样读：`rewards/chosen` 是 $\beta$ 倍的 $\log\pi_\theta(y_w) - \log\pi_{\text{ref}}(y_w)$。它是负数时，被选回答的概率
-# 也在下降，只是被拒回答降得更快。在本书生成这个 notebook 时的运行里，第一组（学习率大、$\beta$ 小）偏好对分得很开
+# 怎样读：`rewards/chosen` 是 $\beta$ 倍的 $\log\pi_\theta(y_w) - \log\pi_{\text{ref}}(y_w)$ 在全部偏好对上的平均。
+# 它是负数时，被选回答的概率平均而言也在下降，只是被拒回答降得更快；每组下面一行另外数出了被选回答概率下降的偏好对占多少。
+# 在本书生成这个 notebook 时的运行里，第一组（学习率大、$\beta$ 小）偏好对分得很开
 # （`rewards/accuracies` 接近 1），`rewards/chosen` 为负，留出集正确率大幅下降；第二组（学习率小、$\beta$ 大）走得近得多：
-# `rewards/chosen` 只是略为负（被选回答的概率只降了一点），偏好对照样分开了，留出集正确率却也降了（0.672 → 0.508）。
-# 重跑时请以上面的输出为准。
-# DPO 的损失只看两者之差，不管概率质量流向哪里。第一组里被选与被拒回答的概率都在降，空出来的概率只能流向其他回答；
-# 留出集正确率下降说明其中多半是错的（这里没有单独测量）。这就是文献里的“似然位移”（likelihood displacement）。
-# 第二组里被选回答的概率只降了一点，偏好对上的提升却没有带到留出题上，原因这里没有测量。
+# `rewards/chosen` 只是略为负（被选回答的概率平均只降了一点），偏好对照样分开了，留出集正确率却也降了（0.672 → 0.508）。
+# 这些 DPO 的数与上面按墙钟时间跑的步数无关，在 x86-64 上每次运行都相同。
+#
+# DPO 的损失只看两者之差，不管概率质量流向哪里。得 1 分的回答实际上只有一种写法：和的各位数字加 EOS
+# （奖励按解码后的字符串比较，会忽略夹在中间的 PAD、BOS，但模型几乎不生成它们）。
+# 所以在偏好对的提示词上，被选回答让出的概率只能流向错误回答，这就是文献里的“似然位移”（likelihood displacement）。
+# 偏好对提示词上的贪心正确率直接测的是这些提示词；留出集正确率下降说明这种位移也带到了没见过的题上。
+# 第二组里被选回答的概率平均只降了一点，偏好对上的提升却没有带到留出题上，原因这里没有测量。
 # 常见的补救是在 DPO 损失上加一项被选回答的负对数似然（RPO，TRL 里是 `loss_type=["sigmoid", "sft"]`），
 # 或者换成在线方法——下面的 PPO 和上面的 GRPO。
 

@@ -57,7 +57,7 @@ def offpolicy_staleness(path: Path) -> None:
     axes[0].legend(loc="lower right", fontsize=6, ncol=2)
     styles = {"none": COLORS["none"], "sequence_mask": COLORS["mis"], "token_truncate": COLORS["tis"]}
     for name, history in results["transformer"].items():
-        if "temperature" in name:
+        if "temperature" in name or "clip" in name:
             continue
         k, mode = name.split("/")[:2]
         rows = [r for r in history if "accuracy" in r]

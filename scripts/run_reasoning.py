@@ -24,6 +24,7 @@ sys.path.insert(0, str(ROOT / "src"))
 import rlhf_toy  # noqa: E402, F401 - 固定数值设置，必须在任何张量计算之前
 from rlhf_toy.demos.reasoning import (  # noqa: E402
     best_of_n_sweep,
+    by_shape,
     forced_mode_accuracy,
     format_row,
     pass_at_k_curve,
@@ -62,9 +63,13 @@ RUNS = {  # 名字 -> run_rl 的参数
     "grpo_overlong": {"algorithm": "grpo", "start": "scratchpad", "overlong": True},
     "r1_zero": {"algorithm": "grpo", "start": "format"},
 }
+CONTROLS = {  # 名字 -> 参数；不进训练曲线的图，放在最后跑，前面各项不受影响
+    "r1_zero_no_format": {"algorithm": "grpo", "start": "format", "format_weight": 0.0},
+}
 PASS_AT_K_N = 64
 FORCED_N = 16  # 强制第一个 token 的对照：每道题每种写法的样本数
 BEST_OF_N_SEEDS = (1, 2)  # 种子 0 之外的 best-of-N（第 8 章的曲线是种子 0–2 的平均）
+BY_SHAPE = {"n": 16, "per_shape": 150}  # 按题型的评估：每种题型至多 150 道训练题（1+1 只有 99 道），每题 16 个样本
 
 
 def code_hash() -> str:
@@ -86,7 +91,10 @@ def run(quick: bool) -> dict:
 
     两个热启动各做一次，每个强化学习运行从它们的深拷贝出发（模型、任务及其随机数生成器都复制），
     所以各运行互不影响、与单独运行时相同。pass@k 用热启动模型与 `grpo`、`r1_zero` 两个运行的最终模型；
-    强制第一个 token 的对照（`forced_mode_accuracy`）用草稿热启动模型与 `grpo` 的最终模型。
+    强制第一个 token 的对照（`forced_mode_accuracy`）用草稿热启动模型与 `grpo` 的最终模型；
+    按题型的评估（`by_shape`）用两个热启动模型与 `grpo`、`r1_zero` 的最终模型。
+    对照运行（`CONTROLS`，写在 `controls` 下）：`r1_zero_no_format` 与 `r1_zero` 相同，只是训练奖励里去掉格式分
+    （`format_weight=0`；热启动的 SFT 不用奖励，所以起点相同）。
     新加的几项都放在最后，前面各项的随机数不受影响。
     """
     import torch
@@ -144,6 +152,31 @@ def run(quick: bool) -> dict:
         for s in BEST_OF_N_SEEDS
     }
     timings["best_of_n_seeds"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    sizes = {"n": 2, "per_shape": 10} if quick else BY_SHAPE
+    models = {
+        "scratchpad/before": starts["scratchpad"][1],
+        "scratchpad/after": finals["grpo"],
+        "format/before": starts["format"][1],
+        "format/after": finals["r1_zero"],
+    }
+    out["by_shape"] = {**sizes}
+    for label, policy in models.items():
+        torch.manual_seed(3)
+        result = by_shape(policy, starts[label.split("/")[0]][0], seed=3, **sizes)
+        out["by_shape"][label] = {s: {k: r4(v) for k, v in m.items()} for s, m in result.items()}
+        print("by shape", label, out["by_shape"][label], flush=True)
+    timings["by_shape"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    out["controls"] = {}
+    for name, kwargs in CONTROLS.items():
+        task, policy = copy.deepcopy(starts[kwargs["start"]])
+        task.format_weight = kwargs["format_weight"]
+        rows = rl_from(task, policy, kwargs["algorithm"], quick)
+        for r in rows:
+            print(f"{name:>18} 第 {r['step']:3d} 步  {format_row(r)}", flush=True)
+        out["controls"][name] = [{k: r4(v) if isinstance(v, float) else v for k, v in r.items()} for r in rows]
+    timings["controls"] = time.perf_counter() - t0
     out["timings"] = {k: round(v, 1) for k, v in timings.items()}
     return out
 

@@ -101,3 +101,24 @@ def test_no_tab_in_prose(page):
     # `$R_{<TAB>ext{length}}$` on reasoning.md, which MathJax prints as R with the subscript "ext length".
     bad = [n for n, line in prose_lines(page) if "\t" in line]
     assert not bad, f"{page.relative_to(ROOT)}: TAB character on line(s) {bad} (a lost `\\t`, e.g. in `\\text`?)"
+
+
+FOOTNOTE_DEFINITION = re.compile(r"^\[\^[^\]]+\]:")
+
+
+@pytest.mark.parametrize("page", MARKDOWN, ids=lambda p: str(p.relative_to(DOCS)))
+def test_no_paragraph_is_swallowed_by_a_footnote(page):
+    # Python-Markdown's footnotes extension continues a definition over every following non-blank line, indented
+    # or not: a body paragraph written right under `[^x]: ...` vanishes from the page into footnote x.
+    lines = page.read_text(encoding="utf-8").splitlines()
+    swallowed = [
+        n + 2
+        for n, line in enumerate(lines[:-1])
+        if FOOTNOTE_DEFINITION.match(line)
+        and lines[n + 1].strip()
+        and not FOOTNOTE_DEFINITION.match(lines[n + 1])
+        and not lines[n + 1].startswith("    ")
+    ]
+    assert not swallowed, (
+        f"{page.relative_to(ROOT)}: line(s) {swallowed} follow a footnote definition without a blank line"
+    )

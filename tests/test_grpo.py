@@ -417,3 +417,79 @@ def test_single_iteration_with_detached_logps_equals_explicit_old_logps():
         loss.backward()
         optimizer.step()
     assert torch.allclose(policy.logits, explicit.logits, atol=1e-5)  # 只差末位的舍入
+
+
+# ---------------------------------------------------------------- c(p) 与 GRPO 的驻点（docs/grpo.md “公式”与“运行结果”）
+
+G_STATIONARY = 8
+
+
+def advantage_scale(p: float, G: int = G_STATIONARY) -> float:
+    """页面（与第 7 章）上 c(p) 的闭式：二元奖励时 GRPO 策略项的期望梯度是 c(p)·∇E_π[r]。"""
+    s = sum(math.comb(G, k) * p ** (k - 1) * (1 - p) ** (G - k - 1) * math.sqrt(k * (G - k)) for k in range(1, G))
+    return math.sqrt(G * (G - 1)) * s / (G * G)
+
+
+def expected_advantage_given_reward(p: float, eps: float, G: int = G_STATIONARY) -> tuple[float, float]:
+    """E[Â_1 | r_1 = 1] 与 E[Â_1 | r_1 = 0]：其余 G − 1 个回答里答对的个数 K ~ Bin(G − 1, p)，优势由 group_advantages 算。"""
+    out = []
+    for r in (1.0, 0.0):
+        total = 0.0
+        for k in range(G):
+            rewards = torch.tensor([r] + [1.0] * k + [0.0] * (G - 1 - k), dtype=torch.float64)
+            weight = math.comb(G - 1, k) * p**k * (1 - p) ** (G - 1 - k)
+            total += weight * group_advantages(rewards, G, eps=eps)[0].item()
+        out.append(total)
+    return out[0], out[1]
+
+
+@pytest.mark.parametrize("p", [0.05, 0.125, 0.5, 0.8, 0.9856, 0.999])
+def test_advantage_scale_is_the_expected_group_advantage_gap(p):
+    # docs/grpo.md: 二元奖励时策略项的期望梯度是 c(p)·∇E_π[r]。对查表策略，E_y[a(r(y))·∇log π(y)]
+    # = (a(1) − a(0))·π(y*)(e_{y*} − π) = (a(1) − a(0))·∇E_π[r]，所以 c(p) = a(1) − a(0)。
+    a1, a0 = expected_advantage_given_reward(p, eps=0.0)
+    assert a1 - a0 == pytest.approx(advantage_scale(p), rel=1e-12)
+    a1, a0 = expected_advantage_given_reward(p, eps=EPS_STD)  # TRL 的 eps 只改第四位有效数字
+    assert a1 - a0 == pytest.approx(advantage_scale(p), rel=5e-4)
+    # “G = 8 时 c(p) 在 1.736 到 2.475 之间”：最小在 p = 1/2，上确界是 p → 0、1 的极限 (G − 1)√G / G。
+    assert 1.7358 < advantage_scale(p) < (G_STATIONARY - 1) * math.sqrt(G_STATIONARY) / G_STATIONARY
+
+
+def test_expected_grpo_gradient_vanishes_at_the_stationary_point():
+    # docs/grpo.md “运行结果”：驻点是系数 β/c(p) 的正向 KL 最优解（自洽地解）。在每个提示词的驻点上，
+    # grpo_loss（同策略、loss_type="grpo"、k3 进损失）对 y ~ π 的精确期望梯度（样本看成固定）为 0；
+    # 第 1 章的 π* 不是驻点。并核对页面打印的 β = 0.4、种子 0 的平均 0.8322。
+    from rlhf_toy.kl_study import forward_kl_optimum, reverse_kl_optimum
+
+    beta = 0.4
+    torch.manual_seed(0)
+    task = BanditTask.make(n_prompts=20, n_answers=8)
+    ref_logps = TablePolicy.random(20, 8).logits.detach().double().log_softmax(-1)
+
+    def expected_gradient(logp_table: torch.Tensor, prompt: int, c: int) -> torch.Tensor:
+        logits = logp_table.clone().requires_grad_(True)
+        probs = logits.softmax(-1).detach()
+        a1, a0 = expected_advantage_given_reward(probs[c].item(), eps=0.0)
+        total = torch.zeros((), dtype=torch.float64)
+        for y in range(8):
+            logps = logits.log_softmax(-1)[y].reshape(1, 1)
+            advantages = torch.tensor([a1 if y == c else a0], dtype=torch.float64)
+            ref = ref_logps[prompt, y].reshape(1, 1)
+            loss, _ = grpo_loss(logps, None, ref, advantages, torch.ones(1, 1, dtype=torch.float64), beta=beta)
+            total = total + probs[y] * loss
+        (grad,) = torch.autograd.grad(total, logits)
+        return grad
+
+    stationary = []
+    for prompt, c in enumerate(task.correct.tolist()):
+        rewards = torch.zeros(8, dtype=torch.float64)
+        rewards[c] = 1.0
+        beta_eff = beta
+        for _ in range(40):
+            log_p = forward_kl_optimum(ref_logps[prompt], rewards, beta_eff)
+            beta_eff = beta / advantage_scale(log_p[c].exp().item())
+        stationary.append(log_p[c].exp().item())
+        assert expected_gradient(log_p, prompt, c).abs().max() < 1e-9
+        pi_star = reverse_kl_optimum(ref_logps[prompt], rewards, beta)
+        assert expected_gradient(pi_star, prompt, c).abs().max() > 1e-2
+    assert sum(stationary) / len(stationary) == pytest.approx(0.8322, abs=5e-5)

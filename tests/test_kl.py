@@ -107,9 +107,11 @@ def test_k1_and_k2_values():
     assert kl_estimate(lp, ref, "k2")[0].tolist() == pytest.approx([0.5, 0.5], abs=1e-12)
 
 
-def test_off_policy_expected_gradients_only_w_k3_is_reverse_kl():
+def test_off_policy_expected_gradients_of_loss_and_reward_placements():
     """docs/kl.md 的“异策略”：样本来自 π_old ≠ π_θ 时，E_{π_old}[∇k3] = Σ π_old (1 − π_ref/π_θ) ∇log π_θ 两个 KL 的梯度都不是，
-    k2 也不再是反向 KL 的梯度，只有 w·k3 是。老虎机第 0 个提示词，π_old 把正确回答抬高 3，π_θ 抬高 3.5；对支撑集精确求和。"""
+    k2 也不再是反向 KL 的梯度，放进损失的做法里只有 w·k3 是。放进奖励时（PPO、TRL RLOO），k1 用 log π_old 算好、不带梯度，
+    代理目标是 w·k1_old，期望梯度是 ∇KL(π_θ‖π_ref) − ∇KL(π_θ‖π_old)；用当前策略重算的 k1 乘 w 才是反向 KL 的梯度。
+    老虎机第 0 个提示词，π_old 把正确回答抬高 3，π_θ 抬高 3.5；对支撑集精确求和。"""
     torch.manual_seed(0)
     task = BanditTask.make(n_prompts=20, n_answers=8)
     ref = TablePolicy.random(20, 8).logits[0].detach().double().log_softmax(-1)
@@ -139,6 +141,13 @@ def test_off_policy_expected_gradients_only_w_k3_is_reverse_kl():
     for g in (k3, k2):
         assert (g - reverse).abs().max().item() > 0.05 and (g - forward).abs().max().item() > 0.05
     assert torch.allclose(corrected, reverse, atol=1e-12)
+    # KL 进奖励：优势里的 k1 不带梯度，代理目标 w·k1 对 θ 求导（不计截断）
+    ratio = lambda lp: (lp - old_logps).exp()  # noqa: E731
+    stale = expected(lambda lp: ratio(lp) * kl_estimate(old_logps[None], ref[None], "k1")[0])
+    fresh = expected(lambda lp: ratio(lp) * kl_estimate(lp[None], ref[None], "k1")[0].detach())
+    assert torch.allclose(stale, reverse - exact_kl_gradient(theta, old_logps, "reverse"), atol=1e-12)
+    assert (stale - reverse).abs().max().item() > 0.05
+    assert torch.allclose(fresh, reverse, atol=1e-12)
 
 
 def test_expected_gradient_with_verl_clamps_drops_clamped_answers():
@@ -205,3 +214,58 @@ def test_per_sample_gradients_average_to_the_expected_gradient(estimator, placem
 def test_bad_input_raises_value_error(call, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         call()
+
+
+def test_per_token_k3_at_t2_is_exact_at_position_1_and_reweighted_after():
+    """T = 2 时逐 token 求和的 k3（不带比率 w）的精确期望梯度（第 6 章“这是逐位置的结论”一段）。
+
+    词表 3、回答长 2，策略与参考模型都是查表的（同第 7 章“T > 1”一节的例子）。对 9 条回答精确求和，
+    采样概率不求导。序列正向 KL(π_ref ‖ π_θ) 的梯度由 autograd 独立算出。结论：
+    第 1 个位置的参数上两者相等；第 2 个位置上，前缀 y1 那一行等于正向 KL 的那一行乘 π_θ(y1)/π_ref(y1)，
+    是重新加权，不是正向 KL 的梯度，也不是反向序列 KL 的梯度。修正 k3（乘带梯度的 w）在第 2 个位置上
+    正好是反向序列 KL 的梯度，第 1 个位置上差一截（Tang & Munos 2025 的“部分梯度”）。
+    """
+    import itertools
+
+    gen = torch.Generator().manual_seed(0)
+    V = 3
+    ref1 = torch.randn(V, generator=gen, dtype=torch.float64).log_softmax(-1)
+    ref2 = torch.randn(V, V, generator=gen, dtype=torch.float64).log_softmax(-1)
+    logits1 = (ref1 + torch.randn(V, generator=gen, dtype=torch.float64)).requires_grad_(True)
+    logits2 = (ref2 + torch.randn(V, V, generator=gen, dtype=torch.float64)).requires_grad_(True)
+    params = (logits1, logits2)
+    sequences = list(itertools.product(range(V), repeat=2))
+
+    def token_logps(y1, y2):
+        logps = torch.stack([logits1.log_softmax(-1)[y1], logits2[y1].log_softmax(-1)[y2]])
+        return logps, torch.stack([ref1[y1], ref2[y1, y2]])
+
+    def expected_gradient(per_sample):
+        total = 0
+        for y in sequences:
+            logps, ref = token_logps(*y)
+            total = total + logps.sum().exp().detach() * per_sample(logps, ref)
+        return torch.autograd.grad(total, params)
+
+    # 序列 KL 的精确梯度：直接对 9 条回答求和（概率也求导），不用任何估计量
+    forward = 0
+    reverse = 0
+    for y in sequences:
+        logps, ref = token_logps(*y)
+        forward = forward + ref.sum().exp() * (ref - logps).sum()
+        reverse = reverse + logps.sum().exp() * (logps - ref).sum()
+    fwd1, fwd2 = torch.autograd.grad(forward, params, retain_graph=True)
+    rev1, rev2 = torch.autograd.grad(reverse, params)
+
+    plain1, plain2 = expected_gradient(lambda lp, ref: kl_estimate(lp[None], ref[None], "k3").sum())
+    # 第 1 个位置：正好是序列正向 KL 的梯度
+    assert torch.allclose(plain1, fwd1, atol=1e-12)
+    # 第 2 个位置：前缀 y1 的那一行乘 π_θ(y1)/π_ref(y1)
+    weight = (logits1.softmax(-1) / ref1.exp()).detach()
+    assert torch.allclose(plain2, fwd2 * weight[:, None], atol=1e-12)
+    assert (plain2 - fwd2).abs().max() > 0.05  # 不是正向 KL 的梯度
+    assert (plain1 - rev1).abs().max() > 0.05 and (plain2 - rev2).abs().max() > 0.01  # 也不是反向 KL 的梯度
+
+    corr1, corr2 = expected_gradient(lambda lp, ref: importance_corrected_k3(lp[None], ref[None]).sum())
+    assert torch.allclose(corr2, rev2, atol=1e-12)  # 最后一个位置精确
+    assert (corr1 - rev1).abs().max() > 0.05  # 第 1 个位置漏掉了对后面位置 KL 的影响

@@ -282,6 +282,22 @@ def test_train_offpolicy_grpo_runs_and_logs_trl_metrics():
     assert len(history) == 3
     assert history[1]["sampling/importance_sampling_ratio/mean"] == pytest.approx(1.0, abs=1e-4)  # k=1: step 1 ≡ θ0
     assert {"ess", "sampling/sampling_logp_difference/max"} <= set(history[2])
+    # the same batch's ESS under every mode is logged; the trained mode's entry is the logged `ess`
+    assert {f"ess/{m}" for m in ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")} <= set(
+        history[2]
+    )
+    assert history[2]["ess"] == history[2]["ess/sequence_mask"]
+
+
+def test_bias_splits_into_length_and_cosine():
+    from rlhf_toy.offpolicy_study import bias
+
+    g = torch.tensor([3.0, 4.0], dtype=torch.float64)
+    b = bias(2 * g, g)  # same direction, twice as long
+    assert b.relative == pytest.approx(1.0) and b.cosine == pytest.approx(1.0) and b.length == pytest.approx(2.0)
+    b = bias(torch.tensor([-4.0, 3.0], dtype=torch.float64), g)  # orthogonal, same length
+    assert b.cosine == pytest.approx(0.0, abs=1e-12) and b.length == pytest.approx(1.0)
+    assert b.relative == pytest.approx(2**0.5)
 
 
 # ---- the cache ----

@@ -116,6 +116,82 @@ def test_format_weight_cancels_in_groups_with_constant_accuracy():
     assert (mixed[0.2] - mixed[1.0]).abs().max() > 0.5  # with correctness varying, the weight matters
 
 
+def grpo_problem_weight(p: float, G: int = 8) -> float:
+    """Exact expected GRPO weight G(a_1 - a_0) of one problem with 0/1 rewards, from group_advantages on all 2^G groups."""
+    outcomes = torch.tensor(list(itertools.product([0.0, 1.0], repeat=G)), dtype=torch.float64)
+    adv = group_advantages(outcomes.reshape(-1), G).view(-1, G)
+    c = outcomes.sum(1)
+    prob = p**c * (1 - p) ** (G - c)
+    return ((prob * (adv * (outcomes - p)).sum(1)).sum() / (p * (1 - p))).item()
+
+
+def test_grpo_expected_gradient_is_a_nearly_flat_weight_times_grad_p():
+    # reasoning.md: per problem, E[sum_i A_i grad log pi(y_i)] = G (a_1 - a_0) grad p_x with a_r = E[A_i | r_i = r];
+    # with G = 8 the weight stays between about 13.9 and 19.7 (1.7-2.5x RFT's G), not proportional to 1/sigma_x.
+    G = 8
+    # exact check of the direction and size on a 3-answer softmax bandit (answer 0 is the correct one)
+    theta = torch.tensor([-1.0, 0.3, 0.5], dtype=torch.float64)
+    pi = torch.softmax(theta, 0)
+    p = pi[0].item()
+    expected = torch.zeros(3, dtype=torch.float64)
+    for ys in itertools.product(range(3), repeat=G):
+        ys = torch.tensor(ys)
+        rewards = (ys == 0).double()
+        adv = group_advantages(rewards, G)
+        score = torch.eye(3, dtype=torch.float64)[ys] - pi  # grad of log pi(y_i) w.r.t. theta
+        expected += pi[ys].prod() * (adv[:, None] * score).sum(0)
+    grad_p = p * (torch.eye(3, dtype=torch.float64)[0] - pi)
+    torch.testing.assert_close(expected, grpo_problem_weight(p, G) * grad_p, rtol=1e-9, atol=1e-12)
+
+    # the weight by a binomial sum over the other G - 1 answers (sample std with Bessel's correction, eps 1e-4)
+    def by_binomial(p):
+        def adv(r, m):
+            c = m + r
+            if c in (0, G):
+                return 0.0
+            mean = c / G
+            std = math.sqrt((c * (1 - mean) ** 2 + (G - c) * mean**2) / (G - 1))
+            return (r - mean) / (std + 1e-4)
+
+        a = [sum(math.comb(G - 1, m) * p**m * (1 - p) ** (G - 1 - m) * adv(r, m) for m in range(G)) for r in (0, 1)]
+        return G * (a[1] - a[0])
+
+    ps = [0.001, 0.01, 0.05, 0.1, 0.3, 0.5, 0.7, 0.9, 0.99]
+    weights = [grpo_problem_weight(p, G) for p in ps]
+    for p, w in zip(ps, weights, strict=True):
+        assert w == pytest.approx(by_binomial(p), rel=1e-9)
+    assert grpo_problem_weight(0.5, G) == pytest.approx(13.88, abs=0.01)
+    assert 19.7 < grpo_problem_weight(1e-6, G) < 19.8
+    assert max(weights) / min(weights) < 1.43 and 1.7 < min(weights) / G and max(weights) / G < 2.5
+    # the large-G limit (G - 1)/sigma_x would make p = 0.01 about five times heavier than p = 0.5 (70.4 vs 14.0);
+    # exactly it is 1.41x
+    assert grpo_problem_weight(0.01, G) / grpo_problem_weight(0.5, G) < 1.41
+
+
+def test_chapter_grpo_updates_once_per_batch_so_clipping_never_acts():
+    # reasoning.md: “每批样本只更新一次（num_iterations=1），所以新旧策略的比率恒为 1，截断（含 epsilon_high=0.28）从不起作用”.
+    from rlhf_toy.demos.reasoning import grpo_config
+    from rlhf_toy.losses.grpo import grpo_loss
+
+    config = grpo_config()
+    assert config.num_iterations == 1 and config.epsilon == 0.2 and config.epsilon_high == 0.28 and config.beta == 0
+    torch.manual_seed(0)
+    logps = (torch.randn(16, 12, dtype=torch.float64) - 3).requires_grad_()
+    advantages = 5 * torch.randn(16, dtype=torch.float64)
+    mask = (torch.rand(16, 12) < 0.7).double()
+    grads = []
+    for eps, eps_high in ((config.epsilon, config.epsilon_high), (0.999, 1e6)):  # the chapter's clip, and none
+        # train_grpo passes old_logps=None when num_iterations == 1: the ratio is exp(logps - logps.detach()) = 1
+        loss, metrics = grpo_loss(
+            logps, None, None, advantages, mask, epsilon=eps, epsilon_high=eps_high, beta=0.0, loss_type="dapo"
+        )
+        assert metrics["clip_ratio"] == 0.0
+        grads.append(torch.autograd.grad(loss, logps)[0])
+    torch.testing.assert_close(grads[0], grads[1], rtol=0, atol=0)
+    # single-step REINFORCE with group-normalised advantages: d loss / d logps = -A_i m_it / (sum of the mask)
+    torch.testing.assert_close(grads[0], -advantages[:, None] * mask / mask.sum())
+
+
 # ---------------------------------------------------------------- pass@k
 
 
@@ -301,6 +377,33 @@ def test_forced_mode_accuracy_forces_the_first_token_and_keeps_the_length():
 
     acc = forced_mode_accuracy(Oracle(), task, n=4)
     assert acc["direct"].tolist() == [1.0] * 5 and acc["scratchpad"].tolist() == [0.0] * 5
+
+
+def test_by_shape_samples_each_shape_and_splits_format_by_mode():
+    from rlhf_toy.demos.reasoning import by_shape
+
+    task = ScratchpadAdditionTask(seed=0)
+    seen = []
+
+    class Half:
+        """Per problem: half the answers with the right scratchpad and answer, half a malformed wrong direct answer."""
+
+        def sample(self, prompts, n):
+            seen.append(prompts.clone())
+            texts = []
+            for row in prompts:
+                a, b = (int(x) for x in decode(row).rstrip("=").split("+"))
+                texts += [f"{scratchpad(a, b)}={a + b}|"] * (n // 2) + [f"=0{a + b}|"] * (n - n // 2)
+            return to_completions(texts, width=task.max_completion_length), None
+
+    out = by_shape(Half(), task, n=4, per_shape=6, seed=1)
+    assert list(out) == ["1+1", "1+2", "2+1", "2+2"]
+    for shape, prompts in zip(out, seen, strict=True):
+        assert len(prompts) == 6 and len({tuple(r) for r in prompts.tolist()}) == 6  # without replacement
+        for row in prompts:
+            a, b = decode(row).rstrip("=").split("+")
+            assert f"{len(a)}+{len(b)}" == shape
+        assert out[shape] == {"accuracy": 0.5, "scratchpad_rate": 0.5, "format_scratchpad": 1.0, "format_direct": 0.0}
 
 
 # ---------------------------------------------------------------- the cache

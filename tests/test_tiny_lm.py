@@ -99,6 +99,23 @@ def test_reward_is_exact_answer_with_eos():
     assert task.reward(prompts[:1], dots[:, :5]).item() == 0.0  # 没有草稿区的任务不认 "."
 
 
+def test_reward_compares_decoded_text_so_pad_and_bos_inside_the_answer_are_ignored():
+    # reward 的 docstring 与 tiny-lm.md：“第一个 EOS 之前的 token 解码成的字符串（decode 丢掉 PAD 与 BOS）恰好是正确的和”。
+    # 这把现在的行为钉住：PAD、BOS 夹在答案里或写在开头都照样得 1 分；EOS 之后写什么都不影响。
+    task = AdditionTask()
+    prompts = task.encode_prompts(torch.tensor([[23, 58]] * 6))
+    (eight,), (one,) = encode("8"), encode("1")
+    rows = [
+        [eight, PAD, one, EOS],  # "8<pad>1<eos>"
+        [eight, BOS, one, EOS],
+        [BOS, eight, one, EOS],
+        [eight, one, EOS, eight],  # EOS 之后不是填充
+        [PAD, PAD, PAD, EOS],  # 解码成空串
+        [eight, PAD, one, PAD],  # 没有 EOS
+    ]
+    assert task.reward(prompts, torch.tensor(rows)).tolist() == [1.0, 1.0, 1.0, 1.0, 0.0, 0.0]
+
+
 def test_sft_batch_is_correct_by_the_reward():
     for scratch in (0, 4):
         task = AdditionTask(scratch=scratch)
@@ -335,6 +352,21 @@ def warm():
 
     with single_thread():
         return warm_start(seed=0)
+
+
+@pytest.mark.xdist_group("tiny_lm_warm")  # 同一个 worker：模块级热启动只做一次
+def test_warm_start_rarely_writes_pad_or_bos_before_eos(warm):
+    # tiny-lm.md 与 notebook：奖励放过夹在答案里的 PAD、BOS，“但模型几乎不生成它们”。
+    task, policy = warm
+    prompts = task.heldout_prompts()
+    torch.manual_seed(1)
+    completions, mask = policy.sample(prompts, 8)
+    odd = ((completions == PAD) | (completions == BOS)) & (mask > 0)
+    assert odd.any(1).float().mean().item() < 1e-3  # 4000 个样本里（几乎）没有
+    with torch.no_grad():
+        logp = policy.completion_logits(prompts.repeat_interleave(8, 0), completions).log_softmax(-1)
+    mass = logp[..., PAD].exp() + logp[..., BOS].exp()
+    assert ((mass * mask).sum() / mask.sum()).item() < 1e-3  # 掩码内每个位置写 PAD 或 BOS 的平均概率
 
 
 @pytest.mark.xdist_group("tiny_lm_warm")  # 同一个 worker：模块级热启动只做一次

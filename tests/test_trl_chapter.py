@@ -181,14 +181,34 @@ def test_trainers_keep_the_default_max_grad_norm():
 
 
 def test_the_bridge_turns_off_trl_bf16_and_gradient_checkpointing_defaults():
-    # TRL 1.16 changes two TrainingArguments defaults in all three configs: bf16=True (on CPU accelerate then wraps
-    # every forward in bf16 autocast) and gradient_checkpointing=True. The book's runs are float32 like chapter 9.
+    # docs/trl.md, 配置对照: TRL 1.16's three configs change several TrainingArguments defaults: learning_rate,
+    # logging_steps, bf16=True (on CPU accelerate then wraps every forward in bf16 autocast) and
+    # gradient_checkpointing=True; GRPOConfig also remove_unused_columns. The bridge sets the learning rate and the
+    # logging interval explicitly and turns the other two off: the book's runs are float32 like chapter 9.
+    import dataclasses
     import inspect
 
+    from transformers import TrainingArguments
     from trl import DPOConfig, GRPOConfig, SFTConfig
 
     from rlhf_toy.demos import trl as trl_demo
 
+    def changed(config):
+        base = {f.name: f.default for f in dataclasses.fields(TrainingArguments)}
+        return {f.name for f in dataclasses.fields(config) if f.name in base and f.default != base[f.name]}
+
+    assert changed(GRPOConfig) == {
+        "learning_rate",
+        "logging_steps",
+        "bf16",
+        "gradient_checkpointing",
+        "remove_unused_columns",
+    }
+    assert (
+        changed(SFTConfig) == changed(DPOConfig) == {"learning_rate", "logging_steps", "bf16", "gradient_checkpointing"}
+    )
+    assert TrainingArguments.learning_rate == 5e-5
+    assert (GRPOConfig.learning_rate, SFTConfig.learning_rate, DPOConfig.learning_rate) == (1e-6, 2e-5, 1e-6)
     common = {"output_dir": "/tmp/rlhf_toy_test_trl", "use_cpu": True, "report_to": "none"}
     for config in (GRPOConfig, SFTConfig, DPOConfig):
         default = config(**common)
@@ -197,11 +217,62 @@ def test_the_bridge_turns_off_trl_bf16_and_gradient_checkpointing_defaults():
     ours = grpo_config(quick=True, max_completion_length=task.max_completion_length)
     args = trl_bridge.trl_grpo_config(ours, task, output_dir="/tmp/rlhf_toy_test_trl")
     assert args.bf16 is False and args.gradient_checkpointing is False
+    assert args.learning_rate == ours.learning_rate and args.logging_steps == 1
     assert args.mixed_precision == "no"  # what transformers hands to accelerate (bf16 would give "bf16")
     # the SFT warm start and the DPO run pass the same two settings (their configs are built inside the demos)
     for function in (trl_demo.sft_warm_start, trl_demo.run_trl_dpo):
         source = inspect.getsource(function)
         assert "bf16=False" in source and "gradient_checkpointing=False" in source, function.__name__
+        assert "learning_rate=" in source and "logging_steps=" in source, function.__name__
+
+
+def test_bridge_optimizer_is_fused_adamw_equal_to_chapter_9_adam():
+    # docs/trl.md, 一个进程 (梯度范数): TRL's optimizer is torch's fused AdamW (optim="adamw_torch_fused") with the same
+    # betas and eps as chapter 9's fused Adam; with weight decay 0 (Trainer.create_optimizer puts args.weight_decay in
+    # the parameter groups) three steps of each give the same parameters
+    from transformers import Trainer
+
+    from rlhf_toy.train.grpo import train_grpo
+
+    task = AdditionTask(seed=0, balanced=True)
+    ours = grpo_config(quick=True, max_completion_length=task.max_completion_length)
+    args = trl_bridge.trl_grpo_config(ours, task, output_dir="/tmp/rlhf_toy_test_trl")
+    assert args.optim == "adamw_torch_fused" and args.weight_decay == 0.0
+    cls, kwargs = Trainer.get_optimizer_cls_and_kwargs(args)
+    assert cls is torch.optim.AdamW and kwargs["fused"] is True
+    assert kwargs["betas"] == (0.9, 0.999) and kwargs["eps"] == 1e-8
+    import inspect
+
+    assert "torch.optim.Adam(policy.parameters(), lr=config.learning_rate, fused=True)" in inspect.getsource(train_grpo)
+    assert '"weight_decay": self.args.weight_decay,' in inspect.getsource(Trainer.create_optimizer)
+    default = torch.optim.Adam([torch.zeros(1)]).defaults
+    assert default["betas"] == (0.9, 0.999) and default["eps"] == 1e-8
+    torch.manual_seed(0)
+    start, grads = torch.randn(50), [torch.randn(50) for _ in range(3)]
+    results = []
+    for make in (
+        lambda p: torch.optim.Adam([p], lr=0.1, fused=True),
+        lambda p: cls([{"params": [p], "weight_decay": args.weight_decay}], **{**kwargs, "lr": 0.1}),
+    ):
+        p = start.clone().requires_grad_()
+        optimizer = make(p)
+        for g in grads:
+            p.grad = g.clone()
+            optimizer.step()
+        results.append(p.detach())
+    assert torch.equal(results[0], results[1])
+
+
+def test_grpo_trainer_generates_with_transformers_and_patches_a_fused_head():
+    # docs/trl.md, 一步的时间花在哪: without vLLM, GRPOTrainer generates with the model's own `generate`, and it patches
+    # the model with TRL's fused LM head that also computes the entropy
+    import inspect
+
+    from trl import GRPOTrainer
+
+    source = inspect.getsource(GRPOTrainer)
+    assert "prompt_completion_ids = unwrapped_model.generate(" in source
+    assert "add_fused_lm_head(" in source and 'outputs=("log_probs", "entropy"),' in source
 
 
 def test_bf16_on_cpu_wraps_every_forward_in_autocast(tmp_path):
@@ -269,6 +340,10 @@ def test_dpo_log_values_are_window_means_of_summed_logps():
     )
     source = inspect.getsource(DPOTrainer)
     assert "logps = per_token_logps.sum(dim=1)  # sum over sequence length" in source
+    # rewards/chosen is beta times the change of the chosen answers' log-probability relative to the reference model
+    assert "chosen_logratios = chosen_logps - ref_chosen_logps" in source
+    assert "chosen_rewards = self.beta * chosen_logratios.detach()" in source
+    assert 'self._metrics[mode]["rewards/chosen"].append(agg_chosen_rewards.mean().item())' in source
     assert 'self._metrics[mode]["logps/chosen"].append(self.accelerator.gather(chosen_logps).mean().item())' in source
 
 

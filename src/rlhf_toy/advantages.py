@@ -40,7 +40,7 @@ def group_advantages(rewards: Tensor, num_generations: int, scale_rewards: str =
         num_generations: 每组回答数 $G$（TRL 的 `num_generations`），须整除 `B`。
         scale_rewards: 除以什么：`"group"` 组内标准差（GRPO，默认）、`"batch"` 整批标准差
             （Lite-PPO，TRL `scale_rewards="batch"`）、`"none"` 不缩放（Dr. GRPO）。
-        eps: 加在标准差上的小常数，TRL 用 `1e-4`（verl 用 `1e-6`）。
+        eps: 加在标准差上的小常数，TRL 用 `1e-4`（写死在代码里，不能配置；verl 用 `1e-6`）。
 
     Returns:
         形状 `(B,)` 的优势。组内奖励全部相同时优势**恰好**为 0（这样的组最后被置 0）。

@@ -1,7 +1,8 @@
 r"""DAPO 在数据一侧的两个技巧：动态采样（丢掉奖励全相同的组）与软超长惩罚。
 
 DAPO（Yu et al., 2025, arXiv 2503.14476）另外两个技巧在损失一侧：clip-higher 是
-[`grpo_loss`][rlhf_toy.losses.grpo.grpo_loss] 的 `epsilon_high`，按 token 平均是 `loss_type="dapo"`。
+[`grpo_loss`][rlhf_toy.losses.grpo.grpo_loss] 的 `epsilon_high`；按 token 平均是 `loss_type="dapo"`。
+它同 TRL 的 `loss_type="dapo"`，按整批的 token 数平均；DAPO 论文则按每组回答的 token 数平均。
 这里的两个函数都是纯函数，只看奖励或长度，不碰策略。
 """
 

@@ -140,27 +140,31 @@ def update_variance(
 
 
 class Bias(NamedTuple):
-    """期望更新 $\\bar g$ 相对真梯度 $\\nabla J$ 的偏差：`relative` $=\\|\\bar g-\\nabla J\\|/\\|\\nabla J\\|$，`cosine` 为两者夹角余弦。"""
+    """期望更新 $\\bar g$ 相对真梯度 $\\nabla J$ 的偏差。
+
+    `relative` $=\\|\\bar g-\\nabla J\\|/\\|\\nabla J\\|$，`cosine` 为两者夹角余弦，`length` $=\\|\\bar g\\|/\\|\\nabla J\\|$。
+    """
 
     relative: float
     cosine: float
+    length: float
 
 
 def bias(update: Tensor, true_gradient: Tensor) -> Bias:
-    """相对偏差与余弦（两个张量展平后比较）。
+    """相对偏差、余弦与长度之比（两个张量展平后比较）。
 
     Args:
         update: 期望更新，任意形状。
         true_gradient: 真梯度，形状同 `update`。
 
     Returns:
-        `Bias(relative, cosine)`。
+        `Bias(relative, cosine, length)`。
     """
     check_shape("true_gradient", true_gradient, update.shape, like="update")
     u, g = update.flatten(), true_gradient.flatten()
     rel = (u - g).norm() / g.norm()
     cos = torch.nn.functional.cosine_similarity(u, g, dim=0)
-    return Bias(rel.item(), cos.item())
+    return Bias(rel.item(), cos.item(), (u.norm() / g.norm()).item())
 
 
 # --8<-- [start:stale_training]

@@ -32,10 +32,36 @@ def test_frac_reward_zero_std_counts_groups_only_with_group_or_none_scaling():
 
 
 def test_grpo_clip_metrics_are_split_by_side():
-    # comparison.md, health table: “clip_ratio（TRL 1.16 记为 clip_ratio/region_mean，另有 low_mean、high_mean）”.
+    # comparison.md, after the health table: “TRL 1.16 把截断比例分开记，有 clip_ratio/region_mean（两侧合计）、
+    # clip_ratio/low_mean、clip_ratio/high_mean，另有 clip_ratio/low_min、clip_ratio/high_max（逐条回答的比例，取全部进程上的
+    # 最小值、最大值）”.
     text = source(GRPOTrainer._compute_loss)
     for name in ("clip_ratio/region_mean", "clip_ratio/low_mean", "clip_ratio/high_mean"):
         assert f'self._metrics[mode]["{name}"]' in text
+    assert "is_region_clipped = is_low_clipped | is_high_clipped" in text
+    assert "gathered_low_clip = self.accelerator.gather(masked_seq_mean(is_low_clipped.float()))" in text
+    assert 'self._metrics[mode]["clip_ratio/low_min"].append(nanmin(gathered_low_clip).item())' in text
+    assert 'self._metrics[mode]["clip_ratio/high_max"].append(nanmax(gathered_high_clip).item())' in text
+
+
+def test_grpo_clip_metrics_are_recorded_on_every_inner_iteration_and_averaged():
+    # comparison.md, after the health table: “TRL 每次内循环都记一次，连第一遍也算在内，再在 logging_steps 步之内平均”
+    # (and the lr_too_high note “TRL 会把第一遍的 0 一起平均进去”). Every optimisation pass calls compute_loss → _compute_loss,
+    # which appends the clip ratios with no condition on the iteration; one generated batch is reused num_iterations times;
+    # log() averages what was appended.
+    assert "return self._compute_loss(model, inputs)" in source(GRPOTrainer.compute_loss)
+    text = source(GRPOTrainer._compute_loss)
+    assert (
+        'if self.loss_type in ["grpo", "bnpo", "dr_grpo", "dapo", "luspo"]: # Compute the clipped probability ratios'
+        in text
+    )
+    assert "repeat_count=self.num_iterations * self.args.steps_per_generation" in source(GRPOTrainer)
+    assert "metrics[key] = sum(valid) / len(valid) if valid else None" in source(GRPOTrainer.log)
+
+
+def test_grpo_advantage_adds_1e_4_to_the_group_std():
+    # comparison.md, footnote to the algorithm table: “ε_std = 10^{-4} 防止除以 0，与 TRL 相同”.
+    assert "advantages = advantages / (std_rewards + 1e-4)" in source(GRPOTrainer)
 
 
 def test_online_dpo_trainer_lives_in_trl_experimental():
@@ -64,14 +90,17 @@ def test_ppo_metric_names_cannot_be_checked_in_trl_1_16_and_verl_names_them_diff
 
 
 def test_verl_clamps_k3_to_plus_minus_10():
-    # comparison.md, lr_too_high: “verl 的 low_var_kl（即 k3）限幅在 [-10, 10]，这一项炸不起来”.
+    # comparison.md, the note after the broken-configuration table (lr_too_high): “这一项在 verl 与 TRL 里都炸不起来。
+    # verl 的 low_var_kl（即 k3）限幅在 [-10, 10]”.
     text = source(core_algos.kl_penalty_forward)
     assert 'if kl_penalty in ("low_var_kl", "k3"):' in text
     assert "return torch.clamp(kld, min=-10, max=10)" in text
 
 
 def test_trl_multiplies_k3_by_the_ratio_under_bias_correction():
-    # comparison.md, lr_too_high: “TRL 1.16 默认 beta=0，beta>0 时默认的 use_bias_correction_kl=True 把 k3 乘上 w”.
+    # comparison.md, the note after the broken-configuration table (lr_too_high): “TRL 1.16 默认 beta=0；beta>0 时，
+    # 默认的 use_bias_correction_kl=True 把 k3 乘上 w”; also the footnote to the algorithm table, the GRPO bullet of the
+    # over-optimisation section (“TRL 1.16 在 beta > 0 时默认把 k3 乘上比率 w”), 常见错误 and 小结.
     assert default_config(GRPOConfig).beta == 0.0
     assert default_config(GRPOConfig).use_bias_correction_kl is True
     text = source(GRPOTrainer._compute_loss)
@@ -88,7 +117,8 @@ def test_rloo_logs_frac_reward_zero_std_and_entropy():
 
 
 def test_rloo_checks_the_group_std_of_the_kl_shaped_reward():
-    # comparison.md health table, row REINFORCE / RLOO: “TRL 的 RLOO 在 beta > 0 时先从奖励里扣掉 KL 再判断组内标准差”.
+    # comparison.md, the paragraph after the health table: “TRL 的 RLOOTrainer 记录的 frac_reward_zero_std 与本章的不同：
+    # beta > 0 时，它先从奖励里扣掉 KL，再判断组内标准差”.
     text = source(trl.RLOOTrainer._generate_and_score_completions)
     shaped = text.index("rewards = rewards - self.beta * kl")
     guard = text.rindex("if self.beta != 0.0:", 0, shaped)  # the guard of the KL penalty, not an earlier one
@@ -100,3 +130,5 @@ def test_rloo_checks_the_group_std_of_the_kl_shaped_reward():
         < text.index("is_std_zero = torch.isclose(std_rewards")
     )
     assert default_config(trl.RLOOConfig).beta == 0.05
+    # and “前提是模型没有 dropout。TRL 默认 disable_dropout=False”.
+    assert default_config(trl.RLOOConfig).disable_dropout is False

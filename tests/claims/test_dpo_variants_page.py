@@ -108,7 +108,7 @@ def test_fully_truncated_examples_are_dropped():
 
 
 def test_simpo_gamma_is_a_cpo_option_not_a_dpo_option():
-    # dpo-variants.md: “simpo_gamma……名字同 TRL CPOConfig（TRL 的 DPOTrainer 没有 simpo）”.
+    # dpo-variants.md: “simpo_gamma（默认 0.5，只用于 simpo）的名字同 TRL CPOConfig，因为 TRL 的 DPOTrainer 没有 simpo”.
     assert "simpo_gamma" not in {field.name for field in dataclasses.fields(DPOConfig)}
     assert "simpo_gamma" in {field.name for field in dataclasses.fields(CPOConfig)}
     assert "simpo" not in TRL_DPO_LOSS_TYPES

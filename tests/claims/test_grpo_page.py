@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
+import re
 
 import numpy as np
 import pytest
 import torch
+import transformers.optimization
 import trl.trainer.utils as trl_utils
 import verl.trainer.ppo.core_algos as core_algos
 from conformance.trl_private import trl_grpo_loss
 from transformers import Trainer
 from trl import GRPOConfig, GRPOTrainer
 
-from .pinned import config, default_config, source
+from .pinned import DOCS, config, default_config, source
 
 
 def test_grpo_config_defaults():
@@ -40,8 +43,14 @@ def test_epsilon_high_defaults_to_epsilon():
 
 
 def test_group_std_is_bessel_corrected_plus_1e_4():
-    # grpo.md:51 “代码里的 eps，与 TRL 一样默认 10^-4” and table row 标准差 “Bessel 校正，加 10^-4”.
+    # grpo.md, 组内相对优势: “TRL 把 10^-4 写死在代码里，不能配置” and table row 标准差 “Bessel 校正，加 10^-4”.
     assert "advantages = advantages / (std_rewards + 1e-4)" in source(GRPOTrainer)
+    names = [f.name for f in dataclasses.fields(GRPOConfig)]
+    assert sorted(n for n in names if re.search(r"(^|_)eps", n) or "std" in n) == [
+        "adam_epsilon",
+        "epsilon",
+        "epsilon_high",
+    ]
     assert "std_rewards = nanstd(rewards.view(-1, num_generations), dim=1)" in source(GRPOTrainer)
     rewards = torch.tensor([1.0, 0.0, 0.0, 0.0])
     assert trl_utils.nanstd(rewards) == rewards.std(correction=1)
@@ -248,3 +257,69 @@ def test_progress_metrics_are_trl_metric_names():
     assert 'self._metrics[mode]["entropy"].append(global_masked_mean(entropies))' in text
     assert 'self._metrics[mode]["completions/mean_length"].append(agg_completion_lengths.float().mean().item())' in text
     assert 'logs["loss"] = ' in source(Trainer._maybe_log_save_evaluate)
+
+
+def test_grpo_inherits_optimizer_and_precision_defaults():
+    # grpo.md table row 优化器与数值 and the bullet “优化器与学习率不同”: AdamW (adamw_torch_fused, weight_decay=0), learning
+    # rate 1e-6 decaying linearly to 0 (no warmup), gradient-norm clipping at 1.0, bf16 and gradient checkpointing on by
+    # default (GRPOConfig's docstring lists the last two as differing from TrainingArguments).
+    args = default_config(GRPOConfig)
+    assert (args.optim, args.weight_decay, args.learning_rate) == ("adamw_torch_fused", 0.0, 1e-6)
+    assert (args.lr_scheduler_type, args.warmup_steps, args.max_grad_norm) == ("linear", 0, 1.0)
+    assert args.bf16 is True and args.fp16 is False and args.gradient_checkpointing is True
+    assert "`bf16`: Defaults to `True` if `fp16` is not set, instead of `False`." in source(GRPOConfig)
+    assert "`gradient_checkpointing`: Defaults to `True` instead of `False`." in source(GRPOConfig)
+    linear = source(transformers.optimization._get_linear_schedule_with_warmup_lr_lambda)
+    assert (
+        "return max(0.0, float(num_training_steps - current_step) / float(max(1, num_training_steps - num_warmup_steps)))"
+        in linear
+    )
+
+
+def test_trl_dapo_normalises_like_verl_token_mean():
+    # grpo.md, below the loss_type table: TRL 的 `dapo` 用整个生成批次的 token 数折算到一个优化步（生成批次里各优化步的平均）；
+    # `steps_per_generation` 等于 `gradient_accumulation_steps`（默认）时就是这一步的 token 数，与 verl 的 `token-mean`
+    # 一致. TRL divides the masked sum by num_items_in_batch (counted once per generation batch) rescaled by
+    # gradient_accumulation_steps / steps_per_generation; verl's token-mean divides it by the step's own token count.
+    text = source(GRPOTrainer._compute_loss)
+    assert 'elif self.loss_type in ["cispo", "dapo", "vespo"]:' in text
+    assert 'normalizer = inputs["num_items_in_batch"].clamp(min=1.0) / self.accelerator.num_processes' in text
+    assert "normalizer = normalizer * self.current_gradient_accumulation_steps / self.args.steps_per_generation" in text
+    assert "loss = (per_token_loss * mask).sum() / normalizer" in text
+    # num_items_in_batch is the loss-mask sum of the whole generation batch, computed where the batch is generated
+    assert "num_items_in_batch = self.accelerator.gather(loss_mask.sum()).sum()" in source(GRPOTrainer)
+    args = default_config(GRPOConfig)
+    assert args.steps_per_generation == args.gradient_accumulation_steps
+    agg = source(core_algos.agg_loss)
+    assert 'if loss_agg_mode == "token-mean":' in agg
+    assert "loss = verl_F.masked_sum(loss_mat, loss_mask) / batch_num_tokens * dp_size" in agg
+    assert "batch_num_tokens: number of valid tokens in global batch" in agg
+
+
+def test_trl_default_batch_is_one_prompt_per_optimizer_step():
+    # grpo.md table row 每步的提示词 × 回答: “单进程默认每个优化步 1 个提示词 × 8”; the dr_grpo row: L =
+    # max_completion_length = 512; sampling at temperature 1.0.
+    args = default_config(GRPOConfig)
+    assert (args.num_generations, args.per_device_train_batch_size, args.generation_batch_size) == (8, 8, 8)
+    assert (args.steps_per_generation, args.gradient_accumulation_steps) == (1, 1)
+    assert (args.max_completion_length, args.temperature) == (512, 1.0)
+
+
+def test_trl_default_with_beta_keeps_group_scaling_and_corrected_k3():
+    # grpo.md “公式”, after “TRL 的 use_bias_correction_kl 默认打开”: TRL 默认还按组内标准差缩放（scale_rewards="group"），
+    # so setting only beta > 0 gives the “只除以 c(p)” column at T = 1.
+    args = config(GRPOConfig, beta=0.4)
+    assert (args.scale_rewards, args.use_bias_correction_kl) == ("group", True)
+    assert args.loss_type == "dapo"
+
+
+def test_footnote_definitions_do_not_swallow_body_text():
+    # E1 (review r2): Python-Markdown's footnotes extension joins a non-indented line right after `[^x]: ...` to the
+    # footnote. On grpo.md every footnote definition is followed by a blank line, an indented line or another definition.
+    lines = (DOCS / "grpo.md").read_text(encoding="utf-8").splitlines()
+    bad = [
+        (n + 2, nxt)
+        for n, (line, nxt) in enumerate(zip(lines, lines[1:], strict=False))
+        if re.match(r"^\[\^[^\]]+\]:", line) and nxt.strip() and not nxt.startswith("    ") and not nxt.startswith("[^")
+    ]
+    assert bad == []

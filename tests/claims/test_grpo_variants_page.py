@@ -78,8 +78,8 @@ def test_soft_overlong_punishment_reward_function_location():
 
 
 def test_gspo_token_is_not_in_trl():
-    # grpo-variants.md: “TRL 曾在 trl.experimental.gspo_token 里提供它（importance_sampling_level="sequence_token"，PR #3820
-    # 加入，PR #7331 移除），TRL 1.16.0 已不再包含”.
+    # grpo-variants.md 常见错误: “TRL 1.16.0 不包含它” and footnote gspo-token: “TRL 曾在 trl.experimental.gspo_token 里提供它
+    # （importance_sampling_level="sequence_token"）。GSPO-token 由 TRL PR #3820 加入，PR #7331 提出移除”.
     assert not module_exists("trl.experimental.gspo_token")
     assert "sequence_token" not in source(GRPOTrainer) and "sequence_token" not in source(GRPOConfig)
 
@@ -241,7 +241,7 @@ def test_newer_trl_options_and_what_they_do():
         assert name in fields, name
     assert "sapo_temperature_neg" in fields and "vespo_k_pos" in fields
     text = source(GRPOTrainer._compute_loss)
-    # cispo: “把比率在 epsilon_high 处限幅、不传梯度，当作权重乘在 −Â log π_θ 上 … 按整个生成批次的 token 数归一”
+    # cispo: “把比率限幅、不传梯度，当作权重乘在 −Â log π_θ 上 … TRL 的 cispo 与 dapo 一样，按整个生成批次归一”
     assert "clamped_ratios = torch.clamp(coef_1, max=self.epsilon_high).detach()" in text
     # “在 epsilon_high 这个比率值处限幅（不是 1+ε_high；TRL 的文档建议设 5.0，不设时沿用 epsilon=0.2，比率会被封顶在 0.2）”
     assert "When used with `loss_type='cispo'`, this corresponds to the ε_max param" in " ".join(
@@ -271,11 +271,93 @@ def test_newer_trl_options_and_what_they_do():
     # top_entropy_quantile: “只让熵排在前 ρ 分位的 token 进入策略损失”
     assert "entropy_mask = self.get_high_entropy_mask(entropies, mask, 1 - self.top_entropy_quantile)" in text
     assert "per_token_loss = per_token_loss * entropy_mask" in text
-    # off_policy_mask_threshold: “优势为负、且 … 平均每 token 对数概率差 … 超过阈值的回答，整条移出损失”
+    # off_policy_mask_threshold: “优势为负、且 … 平均每 token 对数概率差 … 超过阈值的回答，整条移出策略项”
     mask_source = source(GRPOTrainer.get_off_policy_mask)
     assert "kl_div = sampling_per_token_logps - per_token_logps.detach()" in mask_source
     assert "return (is_pos_adv | is_low_kl).to(dtype=mask.dtype) # (B, 1)" in mask_source
     assert "per_token_loss = per_token_loss * off_policy_mask" in text
+
+
+def test_book_updates_each_batch_twice_trl_once():
+    # grpo-variants.md 什么时候用哪个开关, epsilon_high: “比率恒为 1 时它不起作用，TRL 的默认配置（一批生成一个优化步，
+    # num_iterations=1）正是这样 … 本书的 GRPOConfig 默认 num_iterations=2，第 2 次内循环里比率不再是 1”; the clip-higher
+    # bandit runs and the dynamic-sampling controls (“其余沿用本书 GRPOConfig 的默认：num_iterations=2 … epsilon=0.2、
+    # loss_type="grpo"”); 常见错误 “本书的 train_grpo 设 num_iterations=1 时如此（它的默认是 2）”.
+    book = BookGRPOConfig()
+    assert (book.num_iterations, book.epsilon, book.epsilon_high, book.loss_type) == (2, 0.2, None, "grpo")
+    args = default_config(GRPOConfig)
+    assert (args.num_iterations, args.steps_per_generation) == (1, args.gradient_accumulation_steps)
+
+
+def test_trl_masks_that_leave_tokens_in_the_denominator():
+    # grpo-variants.md box “本节没有实现的 TRL 选项”, top_entropy_quantile: “TRL 把这个掩码乘在逐 token 损失上，没有乘在 mask
+    # 上。所以被排除的 token 仍计入 dapo、grpo 等汇总的分母 … mask_truncated_completions 则不同，它把被截停的回答从分子和分母
+    # 里一起去掉”; off_policy_mask_threshold: “它与 top_entropy_quantile 一样乘在逐 token 损失上”; 公式 “分母数的是回答掩码里
+    # 的 token；TRL 有两个选项只把 token 从分子里去掉”.
+    text = source(GRPOTrainer._compute_loss)
+    assert 'mask = completion_mask if "tool_mask" not in inputs else completion_mask * inputs["tool_mask"]' in text
+    assert "per_token_loss = per_token_loss * off_policy_mask" in text
+    assert "per_token_loss = per_token_loss * entropy_mask" in text
+    assert "mask = mask * entropy_mask" not in text and "mask = mask * off_policy_mask" not in text
+    # the denominators: mask for grpo/sapo and bnpo, num_items_in_batch for cispo/dapo/vespo
+    assert "loss = ((per_token_loss * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).mean()" in text
+    assert "loss = (per_token_loss * mask).sum() / mask.sum().clamp(min=1.0)" in text
+    assert 'normalizer = inputs["num_items_in_batch"].clamp(min=1.0) / self.accelerator.num_processes' in text
+    generate = source(GRPOTrainer._generate_and_score_completions)
+    truncate = generate.index("if self.mask_truncated_completions:")
+    count = generate.index("num_items_in_batch = self.accelerator.gather(loss_mask.sum()).sum()")
+    assert truncate < count
+    assert "completion_mask = completion_mask * (~is_truncated).unsqueeze(1).int()" in generate[truncate:count]
+    assert (
+        "loss_mask = completion_mask if tool_mask is None else completion_mask * tool_mask" in generate[truncate:count]
+    )
+    assert "entropy" not in generate[truncate:count] and "off_policy" not in generate[truncate:count]
+
+
+def test_mask_truncated_completions_leaves_the_row_in_b_for_grpo_sapo_dr_grpo():
+    # grpo-variants.md box “本节没有实现的 TRL 选项”: “mask_truncated_completions 把被截停的回答的掩码置 0。在按 token 数归一的
+    # bnpo、dapo、cispo 里，它从分子和分母里一起消失；在 grpo、sapo、dr_grpo 里，它仍占着 B 中的一个名额，只是贡献 0”; 公式
+    # “把整条回答的掩码置 0 时，bnpo、dapo 的分母随之变小，grpo、dr_grpo 的 B 却不变”. TRL's own _compute_loss on three
+    # completions with Â = +1, the third one truncated (its completion_mask row zeroed before num_items_in_batch is
+    # counted, see test_trl_masks_that_leave_tokens_in_the_denominator); the number is the gradient on the first token.
+    full = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0], [1.0, 1.0, 1.0]])
+    truncated = full.clone()
+    truncated[2] = 0.0
+
+    def first_token_grad(loss_type, mask):
+        logps = torch.zeros(mask.shape[0], 3, requires_grad=True)
+        loss, _ = trl_grpo_loss(
+            logps,
+            mask,
+            torch.ones(mask.shape[0]),
+            loss_type=loss_type,
+            beta=0.0,
+            epsilon_high=5.0,
+            max_completion_length=3,
+        )
+        (grad,) = torch.autograd.grad(loss, logps)
+        return grad[0, 0].item()
+
+    for loss_type in ("grpo", "sapo", "dr_grpo", "luspo"):  # the row still counts in B: the gradient does not change
+        kept, masked, removed = (first_token_grad(loss_type, m) for m in (full, truncated, full[:2]))
+        assert masked == kept != removed, loss_type
+        assert abs(removed / masked - 1.5) < 1e-6, loss_type  # B = 3 instead of 2
+    for loss_type in ("bnpo", "dapo", "cispo"):  # token-count normalisers: the row leaves the denominator too
+        kept, masked, removed = (first_token_grad(loss_type, m) for m in (full, truncated, full[:2]))
+        assert masked == removed != kept, loss_type
+        assert abs(masked - (-1 / 5)) < 1e-6 and abs(kept - (-1 / 8)) < 1e-6, loss_type
+    assert abs(first_token_grad("grpo", truncated) - (-1 / 6)) < 1e-6  # 1 / (B·|y_1|) with B = 3, |y_1| = 2
+    assert abs(first_token_grad("dr_grpo", truncated) - (-1 / 9)) < 1e-6  # 1 / (B·L) with B = 3, L = 3
+    # vespo shares dapo's normaliser (source: test_dapo_and_token_mean_normalise_by_the_tokens_of_one_optimizer_step).
+
+
+def test_off_policy_mask_removes_only_the_policy_term_not_the_kl_term():
+    # grpo-variants.md box “本节没有实现的 TRL 选项”, off_policy_mask_threshold: “整条移出策略项（β > 0 时它的 KL 项仍在）”.
+    text = source(GRPOTrainer._compute_loss)
+    masked = text.index("per_token_loss = per_token_loss * off_policy_mask")
+    entropy = text.index("per_token_loss = per_token_loss * entropy_mask")
+    kl = text.index("per_token_loss = per_token_loss + self.beta * per_token_kl")
+    assert masked < kl and entropy < kl
 
 
 def test_dapo_drops_the_kl_term_trl_default_beta_is_zero():
@@ -285,15 +367,23 @@ def test_dapo_drops_the_kl_term_trl_default_beta_is_zero():
     assert BookGRPOConfig().beta == 0.04
 
 
-def test_dapo_loss_normalises_by_the_tokens_of_the_whole_batch_in_trl_and_verl():
-    # grpo-variants.md: “TRL 的 dapo 与 verl 的 token-mean（DAPO 开源配方所用）按整批的 token 数归一” (the DAPO paper's own
-    # objective divides by the tokens of one prompt's G completions; TRL and verl do not). TRL divides by
-    # num_items_in_batch, the generation batch's token count; verl's engine all-reduces the mini-batch's token count
-    # and token-mean divides by it.
+def test_dapo_and_token_mean_normalise_by_the_tokens_of_one_optimizer_step():
+    # grpo-variants.md, 直觉: “TRL 的 dapo 与 verl 的 token-mean（DAPO 开源配方所用）不分组，把一个优化步的全部 token 放在一起
+    # 归一” (the DAPO paper's own objective divides by the tokens of one prompt's G completions; TRL and verl do not).
+    # 公式: “bnpo 只数当前这一小批 … dapo 数的是整个生成批次 … 的 token。TRL 默认一批生成正好用一个优化步 … 一批生成分 k 个
+    # 优化步用完时，dapo 每步的分母是整批 token 数的 1/k” and footnote dapo-normaliser. Table rows “按 token 平均（本小批）”
+    # (verl: “—（verl 训练时总是传入全局 token 数）”) and “按 token 平均（一个优化步的全部 token）” (verl: “分母是一个 PPO 小批
+    # （ppo_mini_batch_size × rollout.n 条回答，所有数据并行进程）的 token 数”).
     text = source(GRPOTrainer._compute_loss)
     assert 'elif self.loss_type in ["cispo", "dapo", "vespo"]:' in text
     assert 'normalizer = inputs["num_items_in_batch"].clamp(min=1.0) / self.accelerator.num_processes' in text
     assert "loss = (per_token_loss * mask).sum() / normalizer" in text
+    # A generation batch used over k = steps_per_generation / gradient_accumulation_steps optimizer steps: each step
+    # divides by 1/k of the whole batch's tokens (an average), and the trainer does not divide by GA again.
+    assert "normalizer = normalizer * self.current_gradient_accumulation_steps / self.args.steps_per_generation" in text
+    assert GRPOTrainer.loss_is_scaled_for_ga is True
+    args = default_config(GRPOConfig)
+    assert args.steps_per_generation == args.gradient_accumulation_steps
     # verl.workers.engine.fsdp imports peft at package import, which the claim tests do not install: read the file.
     engine_file = Path(verl.__file__).parent / "workers" / "engine" / "fsdp" / "transformer_impl.py"
     engine = " ".join(engine_file.read_text(encoding="utf-8").split())
@@ -301,6 +391,26 @@ def test_dapo_loss_normalises_by_the_tokens_of_the_whole_batch_in_trl_and_verl()
     assert "tu.assign_non_tensor(data, batch_num_tokens=batch_num_tokens.item())" in engine
     agg = source(core_algos.agg_loss)
     assert "loss = verl_F.masked_sum(loss_mat, loss_mask) / batch_num_tokens * dp_size" in agg
+    # Without the global token count, token-mean only works on one data-parallel rank: bnpo has no training-time twin.
+    assert 'raise ValueError("(global) batch_num_tokens is required when dp_size > 1")' in agg
+    loss_mat, loss_mask = torch.ones(2, 3), torch.ones(2, 3)
+    try:
+        core_algos.agg_loss(loss_mat, loss_mask, "token-mean", dp_size=2)
+    except ValueError as error:
+        assert "batch_num_tokens is required" in str(error)
+    else:
+        raise AssertionError("agg_loss accepted dp_size=2 without batch_num_tokens")
+    # The engine is handed one PPO mini-batch at a time: the trainer sets mini_batch_size = ppo_mini_batch_size × n,
+    # and train_mini_batch splits the rollout batch into such mini-batches, calling train_batch (one optimizer step) on each.
+    verl_dir = Path(verl.__file__).parent
+    trainer = " ".join((verl_dir / "trainer" / "ppo" / "ray_trainer.py").read_text(encoding="utf-8").split())
+    assert "ppo_mini_batch_size = ppo_mini_batch_size * self.config.actor_rollout_ref.rollout.n" in trainer
+    assert "mini_batch_size=ppo_mini_batch_size," in trainer
+    workers = " ".join((verl_dir / "workers" / "engine_workers.py").read_text(encoding="utf-8").split())
+    mini = workers.split("def train_mini_batch(", 1)[1].split("def train_batch(", 1)[0]
+    assert "mini_batch_size_per_gpu = mini_batch_size // self.engine.get_data_parallel_size()" in mini
+    assert "for batch_idx, mini_batch_td in enumerate(dataloader):" in mini
+    assert "actor_output = self.train_batch(mini_batch_td)" in mini
     # Two groups of total length 2 and 6: TRL's dapo weighs every token of the batch the same (1/8), where the paper
     # would give 1/2 per group, i.e. 1/4 and 1/12 per token.
     mask = torch.tensor([[1.0, 0, 0], [1, 0, 0], [1, 1, 1], [1, 1, 1]])
@@ -340,8 +450,51 @@ def test_sapo_gradient_is_the_unclipped_gradient_times_a_gate():
     )
 
 
+def test_sapo_decays_the_negative_advantage_side_that_hard_clipping_leaves_unbounded():
+    # grpo-variants.md box “本节没有实现的 TRL 选项”, sapo: the printed crossings (w ≈ 3.47 for τ = 1.0, 3.29 for
+    # τ = 1.05) and “硬截断只在 Â > 0 且 w > 1+ε_high、或 Â < 0 且 w < 1−ε_low 时梯度为 0。Â < 0 而 w 很大时，硬截断照样给出随 w
+    # 增长的梯度 −Âw（不设 delta 时）；SAPO 的门让这一侧的梯度也衰减下去”. Both from TRL's own _compute_loss.
+    args = default_config(GRPOConfig)
+    assert args.delta is None
+
+    def coefficient(w, A, loss_type):  # the factor on Â ∇log π_θ of every token
+        w = torch.tensor([w], dtype=torch.float64)
+        logps = w.log().clone().requires_grad_(True)
+        advantages = torch.tensor([A], dtype=torch.float64)
+        loss, _ = trl_grpo_loss(
+            logps, torch.ones_like(w), advantages, torch.zeros_like(w), loss_type=loss_type, beta=0.0
+        )
+        (grad,) = torch.autograd.grad(loss, logps)
+        return (-grad * w.shape[1] / A)[0]
+
+    for A, crossing in ((1.0, 3.47), (-1.0, 3.29)):
+        below, above = coefficient([crossing - 0.01, crossing + 0.01], A, "sapo").tolist()
+        assert below > 1 > above
+    w = [0.5, 1.1, 1.5, 3.0, 5.0]
+    hard_negative = coefficient(w, -1.0, "grpo")
+    # Â < 0: zero below 1 − ε_low, −Âw above it, growing without bound
+    torch.testing.assert_close(hard_negative, torch.tensor([0, 1.1, 1.5, 3.0, 5.0], dtype=torch.float64))
+    hard_positive = coefficient(w, 1.0, "grpo")
+    torch.testing.assert_close(hard_positive, torch.tensor([0.5, 1.1, 0, 0, 0], dtype=torch.float64))
+    soft_negative = coefficient([5.0, 8.0], -1.0, "sapo").tolist()  # where hard clipping gives 5 and 8
+    assert soft_negative[1] < soft_negative[0] < 0.5
+    # “在这两个区域，默认温度下 SAPO 几乎不截断：Â > 0 用 τ = 1.0，w 从 1.2 到 2 时系数是 1.188 到 1.573；Â < 0 用 τ = 1.05，
+    # w 从 0.8 降到 0.5 时系数是 0.791 到 0.467” (hard clipping gives 0 there), and “在硬截断不清零的地方，SAPO 的系数是 w 乘上
+    # 不超过 1 的门，比硬截断的 w 小”.
+    positive = coefficient([1.21, 1.28, 1.5, 2.0], 1.0, "sapo")
+    assert coefficient([1.21, 1.28, 1.5, 2.0], 1.0, "grpo").abs().max() == 0
+    assert 1.18 < positive.min() and positive.max() < 1.58
+    negative = coefficient([0.5, 0.7, 0.79], -1.0, "sapo")
+    assert coefficient([0.5, 0.7, 0.79], -1.0, "grpo").abs().max() == 0
+    assert 0.46 < negative.min() and negative.max() < 0.8
+    unclipped = [0.85, 1.1, 2.0, 3.0, 5.0]
+    assert (coefficient(unclipped, -1.0, "sapo") < coefficient(unclipped, -1.0, "grpo")).all()
+
+
 def test_cispo_epsilon_high_is_scalerl_ratio_cap_without_lower_bound():
-    # grpo-variants.md box, cispo: “TRL 按 ScaleRL 的写法：epsilon_high 直接是比率的上限 ε_max，没有下限”.
+    # grpo-variants.md box, cispo: “TRL 按 ScaleRL 的写法：epsilon_high 直接是比率的上限 ε_max，也没有下限”. (The
+    # MiniMax-M1 side, “实验里把 ε^IS_low 设得很大 … 只调 ε^IS_high” and its per-prompt normaliser, is the paper's §3.1,
+    # eq. (4)-(5) and the sentence after them; the TRL normaliser is checked in test_newer_trl_options_and_what_they_do.)
     doc = " ".join(GRPOConfig.__doc__.split())
     assert "[ScaleRL paper](https://huggingface.co/papers/2510.13786)" in doc
     cispo = source(GRPOTrainer._compute_loss).split('if self.loss_type == "cispo":', 1)[1].split("elif", 1)[0]

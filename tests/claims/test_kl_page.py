@@ -10,7 +10,8 @@ from trl import GRPOConfig, GRPOTrainer, RLOOConfig, RLOOTrainer
 from verl.trainer.config import AlgoConfig
 from verl.workers.config import ActorConfig
 
-from rlhf_toy import importance_corrected_k3, kl_estimate
+from rlhf_toy import BanditTask, TablePolicy, importance_corrected_k3, kl_estimate
+from rlhf_toy.kl_study import exact_kl
 
 from .pinned import default_config, module_exists, module_source, source
 
@@ -83,8 +84,26 @@ def test_trl_rloo_puts_summed_k1_into_the_reward():
     assert "rewards = rewards - self.beta * kl" in text
 
 
+def test_trl_rloo_multiplies_the_advantage_by_the_ratio():
+    # kl.md “异策略” bullet: “TRL 的 RLOOTrainer 在采样时就用 log π_old 算好 k1、扣进奖励，代理目标再把优势乘上比率 w” and
+    # “RLOOTrainer 默认 num_iterations=1、steps_per_generation 等于梯度累积步数：每批样本只用一遍、只走一步优化器”:
+    # the advantage (built from the k1-shaped reward) is computed once per generation batch and multiplied by
+    # exp(log π_θ − log π_old) of the whole completion in the loss.
+    defaults = default_config(RLOOConfig)
+    assert defaults.num_iterations == 1
+    assert defaults.steps_per_generation == defaults.gradient_accumulation_steps
+    loss = source(RLOOTrainer._compute_loss)
+    assert "log_ratio = logps - old_logps" in loss and 'advantages = inputs["advantages"]' in loss
+    assert "coef_1 = torch.exp(log_ratio)" in loss and "per_sequence_loss1 = coef_1 * advantages" in loss
+    generate = source(RLOOTrainer)
+    assert generate.index("per_token_kl = old_per_token_logps - ref_per_token_logps") < generate.index(
+        "advantages = rewards - baselines"
+    )
+
+
 def test_trl_has_no_ppo_trainer():
-    # kl.md table row “TRL PPOTrainer（历史：… 1.16.0 中没有）” and the common error “删除 PPO 之前（v1.12.0 及以前）TRL PPOTrainer”.
+    # kl.md footnote [^trl-ppo] “TRL 的 PPOTrainer 已被删除（PR #7020），1.16.0 中没有它” (conclusion 4 and the table row
+    # “TRL PPOTrainer（历史：… 1.16.0 中没有）”).
     assert not module_exists("trl.experimental.ppo")
     assert not hasattr(trl, "PPOTrainer") and not hasattr(trl, "PPOConfig")
 
@@ -126,6 +145,20 @@ def test_verl_estimator_names_and_clamps():
     assert torch.allclose(k3, (clamped_d.exp() - clamped_d - 1).clamp(-10, 10))
     assert k3[0, 0] == 10 and k3[0, 2] == 10
     assert torch.equal(k3, kl_estimate(logps, ref_logps, "k3", log_ratio_clamp=20, value_clamp=10))
+
+
+def test_verl_k3_clamp_drops_the_gradient_on_both_sides():
+    # kl.md “限幅” and “限幅什么时候起作用”: k3 = 10 at d ≈ 2.61 and d ≈ −11.0; beyond either, verl's low_var_kl has no
+    # gradient (“π_ref = 1e−6 的 token 只要被抬到 0.06 以上，KL 项也不再管它”), inside it is 1 − e^d.
+    ref_logps = torch.tensor([[1e-6, 1e-7, 1e-5, 0.2]], dtype=torch.float64).log()
+    logps = torch.tensor([[0.5, 0.01, 0.1, 0.01]], dtype=torch.float64).log().requires_grad_(True)
+    k3 = core_algos.kl_penalty(logps, ref_logps, "low_var_kl")
+    (grad,) = torch.autograd.grad(k3.sum(), logps)
+    d = (ref_logps - logps).detach()
+    assert d[0, 0] < -11.0 and d[0, 1] < -11.0 and -11.0 < d[0, 2] < 2.61 < d[0, 3]
+    assert k3[0, 0] == k3[0, 1] == k3[0, 3] == 10
+    assert grad[0, 0] == grad[0, 1] == grad[0, 3] == 0
+    assert torch.isclose(grad[0, 2], 1 - d[0, 2].exp())
 
 
 def test_verl_k3_plus_is_straight_through():
@@ -189,3 +222,22 @@ def test_verl_full_kl_is_not_implemented():
     assert "logprob and ref_logprob should contain the logits for every token in vocabulary" in source(
         core_algos.kl_penalty_forward
     )
+
+
+def test_verl_logs_the_clamped_k3_as_kl_loss():
+    # kl.md “verl 的 low_var_kl 把值限幅到 10……它记录的 kl_loss 在期望上也偏低：抬高 8 时期望只有真值的 0.593”.
+    text = module_source("verl.workers.utils.losses")
+    assert "kld = kl_penalty(logprob=log_prob, ref_logprob=ref_log_prob, kl_penalty=config.kl_loss_type)" in text
+    assert 'metrics["kl_loss"] = Metric(value=kl_loss, aggregation=metric_aggregation)' in text
+    # The page's pair (prompt 0, correct answer's logit raised by 8), summed exactly over the 8 answers with verl's own function.
+    torch.manual_seed(0)
+    task = BanditTask.make(n_prompts=20, n_answers=8)
+    ref_logps = TablePolicy.random(20, 8).logits[0].detach().double().log_softmax(-1)
+    logits = ref_logps.clone()
+    logits[task.correct[0]] += 8.0
+    logps = logits.log_softmax(-1)
+    verl_k3 = core_algos.kl_penalty(logps, ref_logps, "low_var_kl")
+    ratio = ((logps.exp() * verl_k3).sum() / exact_kl(logps, ref_logps)).item()
+    assert abs(ratio - 0.593) < 5e-4
+    unclamped = kl_estimate(logps, ref_logps, "k3")
+    assert abs(((logps.exp() * unclamped).sum() / exact_kl(logps, ref_logps)).item() - 1.0) < 1e-9

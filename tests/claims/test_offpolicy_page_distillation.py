@@ -71,6 +71,25 @@ def test_verl_distillation_adds_the_task_reward_policy_loss_by_default():
     assert "policy_loss += distill_loss * distillation_loss_coef" in src
 
 
+def test_verl_clamps_the_distillation_loss_before_it_becomes_the_advantage():
+    # "数据类默认的 loss_max_clamp=10 把逐 token 蒸馏损失截在 ±10，再取负当优势；设 None 才不截"
+    import inspect
+    import re
+
+    from verl.trainer.distillation import losses
+    from verl.workers.config import DistillationLossConfig
+
+    assert fields(DistillationLossConfig)["loss_max_clamp"] == 10.0
+    src = re.sub(r"\s+", " ", inspect.getsource(losses.distillation_loss))
+    clamp = (
+        "if loss_config.loss_max_clamp is not None: # clamping min is for k1 loss which can be negative "
+        "distillation_losses = distillation_losses.clamp(min=-loss_config.loss_max_clamp, max=loss_config.loss_max_clamp)"
+    )
+    advantage = "advantages=-distillation_losses.detach()"
+    assert src.count(clamp) == 1 and src.count(advantage) == 1
+    assert src.index(clamp) < src.index(advantage)
+
+
 def _student_teacher_and_kl_gradients():
     """A six-answer student (logits with grad) and teacher, and the exact gradients of KL(π‖π_T) and KL(π_T‖π)."""
     import torch
@@ -132,6 +151,42 @@ def test_verl_k3_as_a_loss_follows_the_forward_kl_gradient():
     # 直接反传：样本 y ~ π 固定，对 k3(y) 求导，再按 π 加权求期望
     expected_grad = torch.autograd.grad((probs.detach() * core_algos.kl_penalty(logps, teacher, "k3")).sum(), logits)[0]
     assert torch.allclose(expected_grad, forward) and not torch.allclose(expected_grad, reverse)
+
+
+def test_verl_k3_loss_is_still_clamped_so_clamped_tokens_get_no_gradient():
+    # "loss_max_clamp: null 只去掉蒸馏损失里的第二道限幅；kl_penalty 仍把对数比率限幅在 ±20、把 k3 限幅在 [-10, 10]。
+    # log(π_T/π_θ) 约低于 −11 或高于 2.6 的 token 上 k3 超过 10、没有梯度；期望梯度只在限幅区内与正向 KL 相同"
+    import inspect
+
+    import torch
+    import verl.trainer.ppo.core_algos as core_algos
+    from verl.trainer.distillation import losses
+
+    text = " ".join(inspect.getsource(core_algos.kl_penalty_forward).split())
+    assert "kl = torch.clamp(kl, min=-20, max=20)" in text
+    assert "return torch.clamp(kld, min=-10, max=10)" in text
+    assert "kl_penalty(" in inspect.getsource(losses.compute_distillation_loss_reverse_kl_estimator)
+    # 限幅区的边界：e^x − x − 1 = 10，x = log(π_T/π_θ)
+    x = torch.tensor([-11.01, -10.99, 2.60, 2.62], dtype=torch.float64, requires_grad=True)
+    k3 = core_algos.kl_penalty(torch.zeros_like(x), x, "k3")
+    (grad,) = torch.autograd.grad(k3.sum(), x)
+    assert k3.tolist()[0] == 10.0 and k3.tolist()[3] == 10.0 and grad[0] == 0 and grad[3] == 0
+    assert k3.tolist()[1] < 10 and k3.tolist()[2] < 10 and grad[1] != 0 and grad[2] != 0
+    # 一个尖锐的教师：4 个 token 上 log π_T ≈ −14，学生在它们上面有 0.62 的质量
+    logits = torch.tensor([0.0, 0.5, 1.0, -0.5, 1.5, 1.0, 0.5, 0.0], dtype=torch.float64, requires_grad=True)
+    teacher = torch.tensor([1.0, 0.5, 0.0, 0.2, -14, -14, -14, -14], dtype=torch.float64).log_softmax(0)
+    logps = logits.log_softmax(0)
+    probs = logps.exp()
+    inside = (core_algos.kl_penalty(logps, teacher, "k3") < 10).detach()
+    assert inside.tolist() == [True] * 4 + [False] * 4 and probs[4:].sum() > 0.6
+    verl = torch.autograd.grad(
+        (probs.detach() * core_algos.kl_penalty(logps, teacher, "k3")).sum(), logits, retain_graph=True
+    )[0]
+    forward = torch.autograd.grad((teacher.exp() * (teacher - logps)).sum(), logits, retain_graph=True)[0]
+    unclamped_k3 = (teacher - logps).exp() - (teacher - logps) - 1
+    only_inside = torch.autograd.grad((probs.detach() * unclamped_k3 * inside).sum(), logits)[0]
+    assert not torch.allclose(verl, forward, atol=1e-2)
+    assert torch.allclose(verl, only_inside)
 
 
 def test_trl_iw_opd_trainer_is_the_sampled_token_estimator():

@@ -66,6 +66,48 @@ def test_trl_weight_multiplies_the_per_token_loss_only_with_vllm():
     assert 'self._metrics[mode]["sampling/importance_sampling_ratio/min"]' in gen
 
 
+def test_trl_kl_term_is_added_after_the_weight_and_is_not_weighted():
+    # offpolicy: “β > 0 时 TRL 把 β·k3 加在乘过权重的逐 token 损失之后，KL 项不乘权重”.
+    text = source(GRPOTrainer._compute_loss)
+    weight = 'per_token_loss = per_token_loss * inputs["importance_sampling_ratio"]'
+    kl = "if self.beta != 0.0: per_token_loss = per_token_loss + self.beta * per_token_kl"
+    assert text.count(weight) == 1 and text.count(kl) == 1
+    assert text.index(weight) < text.index(kl)
+    assert "per_token_kl * inputs" not in text
+
+
+def test_trl_kl_term_is_multiplied_by_the_ppo_ratio_by_default():
+    # offpolicy：“KL 项是 β·r_t·k3，r_t = π_θ/π_old（use_bias_correction_kl 默认 True，importance_sampling_level
+    # 默认 "token"）；它不乘 π_old/μ，所以在 μ 的样本上估计的不是 KL(π_θ‖π_ref)”.
+    c = default_config(GRPOConfig)
+    assert c.use_bias_correction_kl is True and c.importance_sampling_level == "token"
+    text = source(GRPOTrainer._compute_loss)
+    assert "log_ratio = per_token_logps - old_per_token_logps" in text
+    assert "coef_1 = torch.exp(log_importance_weights)" in text
+    assert "if self.args.use_bias_correction_kl: per_token_kl = per_token_kl * coef_1" in text
+    assert "torch.exp(ref_per_token_logps - per_token_logps) - (ref_per_token_logps - per_token_logps) - 1" in text
+
+
+def test_trl_async_grpo_has_no_reference_kl_and_logs_k3_to_the_sampler():
+    # offpolicy 差异框：“异步训练器没有对参考模型的 KL 项（AsyncGRPOConfig 没有 beta）；它记录的 kl 是 π_θ 与采样器之间的 k3”.
+    import dataclasses
+
+    from trl.experimental.async_grpo import AsyncGRPOConfig
+
+    assert "beta" not in {f.name for f in dataclasses.fields(AsyncGRPOConfig)}
+    trainer = module_source("trl.experimental.async_grpo.async_grpo_trainer")
+    assert "ref_model" not in trainer and "ref_per_token" not in trainer
+    assert "log_ratio = log_probs - old_log_probs coef_1 = torch.exp(log_ratio)" in trainer
+    assert "local_kl_sum = ((coef_1 - 1) - log_ratio).sum()" in trainer
+    assert 'self._metrics["train"]["kl"].append((global_kl_sum / global_count).item())' in trainer
+    # 没有 dual-clip：只有一个普通的截断，损失里也没有别的项
+    assert (
+        "per_token_loss1 = coef_1 * advantages per_token_loss2 = coef_2 * advantages "
+        "per_token_loss = -torch.min(per_token_loss1, per_token_loss2) "
+    ) in trainer
+    assert "clip_ratio_c" not in trainer and "dual_clip" not in trainer.lower()
+
+
 def test_verl_rollout_correction_defaults_and_rejection_modes():
     # offpolicy: “verl 0.9.1 的 RolloutCorrectionConfig 默认 rollout_is="sequence"、rollout_is_threshold=2.0、
     # 不做拒绝采样（rollout_rs=None）；rollout_rs 有 token_k1 … seq_max_k3 等按 KL 估计量丢样本的模式”.

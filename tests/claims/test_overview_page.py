@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import re
 
 import verl.trainer.ppo.core_algos as core_algos
 from transformers import Trainer
@@ -12,7 +13,7 @@ from verl.trainer.config import AlgoConfig
 
 from rlhf_toy import grpo_loss, ppo_policy_loss, reinforce_loss
 
-from .pinned import default_config, source
+from .pinned import DOCS, default_config, source
 
 
 def test_grpo_defaults_to_no_kl_and_no_reference_model():
@@ -44,9 +45,30 @@ def test_history_keys_are_trl_metric_names():
     assert default_config(DPOConfig).loss_type == ["sigmoid"]
 
 
-def test_loss_type_is_the_option_for_the_denominator():
-    # overview.md: “逐 token 损失按什么分母平均（TRL 的 `loss_type`）”.
-    assert "loss_type" in GRPOConfig.__dataclass_fields__
+def test_loss_type_chooses_the_denominator_or_replaces_the_per_token_loss():
+    # overview.md “玩具在哪里做了简化”: “逐 token 损失按什么分母平均（TRL `loss_type` 中的 `grpo`、`bnpo`、`dr_grpo`、
+    # `dapo`）”; the “已测试” box: these four only change the denominator, `cispo`, `sapo`, `vespo` replace the
+    # per-token loss (grpo.md “四种汇总方式” says the same).
+    help_text = GRPOConfig.__dataclass_fields__["loss_type"].metadata["help"]
+    for value in ("grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo"):
+        assert f"'{value}'" in help_text
+    loss = source(GRPOTrainer._compute_loss)
+    # one clipped surrogate for the four aggregation choices (and luspo) ...
+    assert 'elif self.loss_type in ["grpo", "bnpo", "dr_grpo", "dapo", "luspo"]: coef_2 = torch.clamp(' in loss
+    # ... and three other per-token losses
+    assert 'if self.loss_type == "cispo": clamped_ratios = torch.clamp(coef_1, max=self.epsilon_high).detach()' in loss
+    assert 'elif self.loss_type == "sapo": temperatures = torch.where(' in loss
+    assert 'elif self.loss_type == "vespo": phi_seq = self.get_gamma_weights(' in loss
+    # the four aggregation choices differ only in how the masked per-token losses are summed and divided
+    assert 'if self.loss_type in ["grpo", "sapo"]: loss = ((per_token_loss * mask).sum(-1) / mask.sum(-1)' in loss
+    assert 'elif self.loss_type == "bnpo": loss = (per_token_loss * mask).sum() / mask.sum().clamp(min=1.0)' in loss
+    assert (
+        'elif self.loss_type == "dr_grpo": loss = (per_token_loss * mask).sum() / (per_token_loss.size(0) * self.max_completion_length)'
+        in loss
+    )
+    assert 'elif self.loss_type in ["cispo", "dapo", "vespo"]:' in loss
+    # luspo sums each completion's tokens without dividing by its length
+    assert 'elif self.loss_type == "luspo":' in loss and "loss = (per_token_loss * mask).sum(-1).mean()" in loss
 
 
 def test_verl_policy_losses_take_per_token_tensors_and_a_mask():
@@ -129,3 +151,15 @@ def test_grpo_puts_importance_weighted_k3_in_the_loss_and_log():
 def test_verl_discount_defaults_to_one():
     # overview.md table “标准强化学习与 RLHF”: “折扣 γ 通常取 1（verl 0.9.1 的 `algorithm.gamma` 默认 1.0）”.
     assert AlgoConfig().gamma == 1.0
+
+
+def test_footnote_definitions_do_not_swallow_body_text():
+    # E1 (review r2): Python-Markdown's footnotes extension joins a non-indented line right after `[^x]: ...` to the
+    # footnote. On overview.md every footnote definition is followed by a blank line, an indented line or another one.
+    lines = (DOCS / "overview.md").read_text(encoding="utf-8").splitlines()
+    bad = [
+        (n + 2, nxt)
+        for n, (line, nxt) in enumerate(zip(lines, lines[1:], strict=False))
+        if re.match(r"^\[\^[^\]]+\]:", line) and nxt.strip() and not nxt.startswith("    ") and not nxt.startswith("[^")
+    ]
+    assert bad == []

@@ -20,6 +20,26 @@ def test_rloo_config_defaults():
     assert args.learning_rate == 1e-6  # table row 优化: “学习率 10^-6 量级”
 
 
+def test_rloo_config_inherits_decay_clipping_bf16_and_checkpointing():
+    # policy-gradient.md table row 优化: “学习率线性衰减到 0，梯度的全局范数截断在 1.0，bf16 混合精度（在 CPU 上也开），
+    # 梯度检查点”; and “w_i 的值是 1（TRL 默认的 bf16 下只差两次前向的 bf16 舍入）”.
+    import warnings
+
+    from transformers import Qwen2Config, Qwen2ForCausalLM, Trainer
+
+    args = config(RLOOConfig)
+    assert args.lr_scheduler_type == "linear" and args.max_grad_norm == 1.0
+    assert args.bf16 is True and args.gradient_checkpointing is True
+    qwen2 = Qwen2Config(
+        vocab_size=16, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+        num_key_value_heads=2,
+    )  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer = Trainer(model=Qwen2ForCausalLM(qwen2), args=args)
+    assert trainer.accelerator.mixed_precision == "bf16"  # use_cpu=True, and still bf16 autocast
+
+
 def test_rloo_config_refuses_one_generation():
     # policy-gradient.md, “组内只有 1 个回答时 … TRL 的 RLOOConfig 直接拒绝 num_generations < 2 … 只有评估时
     # num_generations_eval=1 才会走到 k = 1，那时 TRL 把优势置 0”.

@@ -18,13 +18,15 @@ def chat(*texts: str) -> list[list[dict[str, str]]]:
 
 def test_reward_functions_take_conversational_completions_and_kwargs():
     # reasoning.md: “它们收的是对话格式的回答（每条是一个消息列表，读 completion[0]["content"]）、
-    # 标准答案列 solution 与 **kwargs，返回每条一个浮点数的列表”.
+    # 标准答案列 solution 与 **kwargs”；“两者都返回每条一个数的列表：think_format_reward 是浮点数，
+    # accuracy_reward 是浮点数或 None”.
     params = inspect.signature(accuracy_reward).parameters
     assert list(params) == ["completions", "solution", "log_extra", "kwargs"]
     assert list(inspect.signature(think_format_reward).parameters) == ["completions", "kwargs"]
     assert 'completion[0]["content"]' in source(accuracy_reward)
     assert 'completion[0]["content"]' in source(think_format_reward)
     assert inspect.signature(think_format_reward).return_annotation in ("list[float]", list[float])
+    assert inspect.signature(accuracy_reward).return_annotation in ("list[float | None]", list[float | None])
 
 
 def test_think_format_reward_checks_only_the_tags():
@@ -53,9 +55,11 @@ def test_accuracy_reward_needs_math_verify_and_it_is_not_pinned():
         accuracy_reward(chat(r"\boxed{1}"), ["1"])
 
 
-def test_accuracy_reward_returns_none_for_unparseable_gold_and_reads_the_first_match():
-    # reasoning.md: “标准答案解析不出来时返回 None（这道题被跳过），否则 1.0 或 0.0；
-    # 它在整条回答里取第一个匹配（extraction_mode="first_match"，优先 \boxed{}），不去掉思考部分”.
+def test_accuracy_reward_returns_none_for_unparseable_gold_and_passes_first_match():
+    # reasoning.md: “标准答案解析不出来时返回 None（这道题被跳过），否则 1.0 或 0.0；它在整条回答里找答案，
+    # 不去掉思考部分；按优先级先找 \boxed{}”. This checks only the options TRL passes to math_verify.parse.
+    # What they mean (within the best priority group the rightmost match is tried, and first_match stops after it)
+    # is math_verify's behaviour; math_verify is not installed here, so the page cites its source in a footnote.
     text = source(accuracy_reward)
     assert "reward = None" in text
     assert 'extraction_mode="first_match"' in text and "boxed_match_priority=0" in text

@@ -193,12 +193,13 @@ def demo_onpolicy(quick: bool = True) -> str:
 
 
 def advantage_variance(epsilon: float = 0.05, right_probs: tuple[float | None, ...] = (None, 0.3, 0.7)) -> str:
-    r"""一个位置上单样本反向 KL 梯度的精确方差，不减基线与减基线 $-\mathrm{KL}_t$ 两种（对词表枚举，不采样）。
+    r"""一个位置上单样本反向 KL 梯度的精确方差：不减基线、减基线 $-\mathrm{KL}_t$、减方差最小的常数基线 $b^*$（对词表枚举，不采样）。
 
     位置取 `7+8=` 的第一位，教师是 `ExactAdderTeacher(epsilon)`。学生在正确 token 上放概率 $p$、其余 token 均分
     （`None` 表示均匀的学生）。单样本梯度（对 logits）是 $g(y) = -(A(y) - b)\,(e_y - \pi_\theta)$，
     $A(y) = \log\pi_T(y) - \log\pi_\theta(y)$；$b = 0$ 或 $b = \mathbb E_{\pi_\theta}[A] = -\mathrm{KL}(\pi_\theta\Vert\pi_T)$，
     两者的期望都是这个位置精确反向 KL 的梯度。方差是 $g$ 各分量方差之和。
+    使方差最小的常数基线是 $b^* = \mathbb E[A\,\|e_y-\pi_\theta\|^2]/\mathbb E[\|e_y-\pi_\theta\|^2]$（对 $b$ 求导令其为 0）。
     """
     task = AdditionTask(n_digits=1, n_heldout=30, seed=0)
     teacher = ExactAdderTeacher(task, epsilon=epsilon)
@@ -207,7 +208,7 @@ def advantage_variance(epsilon: float = 0.05, right_probs: tuple[float | None, .
     teacher_logps = teacher.log_probs(prompts, completions)[0, 0].double()
     right = int(teacher_logps.argmax())
     size = teacher_logps.numel()
-    lines = ["π(正确)  ‖期望梯度‖²  方差（b = 0）  方差（b = −KL）"]
+    lines = ["π(正确)  ‖期望梯度‖²  方差（b = 0）  方差（b = −KL）  −KL      b*       方差（b = b*）"]
     for p in right_probs:
         probs = torch.full((size,), 1 / size, dtype=torch.float64)
         if p is not None:
@@ -218,10 +219,13 @@ def advantage_variance(epsilon: float = 0.05, right_probs: tuple[float | None, .
         mean = -(probs * advantages) @ scores
         kl = -(probs * advantages).sum()
         variances = []
-        for baseline in (0.0, -kl):
+        sq_norms = scores.square().sum(-1)  # ‖e_y − π‖²
+        best = (probs * advantages * sq_norms).sum() / (probs * sq_norms).sum()  # b*
+        for baseline in (0.0, -kl, best):
             grads = -(advantages - baseline)[:, None] * scores
             variances.append((probs * grads.square().sum(-1)).sum() - mean.square().sum())
         lines.append(
             f"{probs[right]:.3f}    {mean.square().sum():.3f}       {variances[0]:.3f}         {variances[1]:.3f}"
+            f"           {-kl:.3f}   {best:.3f}   {variances[2]:.3f}"
         )
     return "\n".join(lines)

@@ -70,7 +70,8 @@ def bias_vs_staleness(seed: int = 0, clip_max: float = 3.0) -> dict[str, list[fl
         clip_max: TIS / MIS 的 $C$。
 
     Returns:
-        `{"staleness": [...], "<修正>": 相对偏差, "<修正>_cosine": 余弦, "<修正>_variance": 方差}`。
+        `{"staleness": [...], "<修正>": 相对偏差, "<修正>_cosine": 余弦, "<修正>_length": 长度之比,
+        "<修正>_variance": 方差}`。
     """
     logits, rewards = bandit_setup(seed)
     _, snaps = stale_training(logits, rewards, BIAS_STEP, 0, learning_rate=LEARNING_RATE)
@@ -83,6 +84,7 @@ def bias_vs_staleness(seed: int = 0, clip_max: float = 3.0) -> dict[str, list[fl
             b = bias(expected_update(theta, mu, rewards, c, clip_max), truth)
             out.setdefault(c, []).append(round(b.relative, 4))
             out.setdefault(f"{c}_cosine", []).append(round(b.cosine, 4))
+            out.setdefault(f"{c}_length", []).append(round(b.length, 4))
             out.setdefault(f"{c}_variance", []).append(round(update_variance(theta, mu, rewards, c, clip_max), 4))
     return out
 
@@ -177,48 +179,66 @@ TRANSFORMER_CELLS = (
     (16, "sequence_mask"),
     (16, "token_truncate"),
 )
+ONE_SIDED_CELLS = (  # k = 4，只修正一侧：(clip_min, clip_max)
+    (None, 1.0),  # w = min(ρ, 1)：只缩小 ρ < 1 的 token
+    (1.0, 3.0),  # w = clip(ρ, 1, 3)：只放大 ρ > 1 的 token
+)
 
 
 # --8<-- [start:transformer_curves]
-def transformer_curves(quick: bool = False, seed: int = 0) -> dict[str, list[dict[str, float]]]:
+def transformer_curves(
+    quick: bool = False, seed: int = 0, sampling_seed: int | None = None
+) -> dict[str, list[dict[str, float]]]:
     """极小 Transformer（第 9 章的 SFT 热启动）上的异策略 GRPO：各（$k$, 修正）格子的留出集正确率曲线。
 
-    另有两格不一致的采样器：采样温度 1.5、训练器温度 1.0，不修正与 `token_truncate`。
+    另有两格不一致的采样器（采样温度 1.5、训练器温度 1.0，不修正与 `token_truncate`），
+    两格只修正一侧的 `token_truncate`（$k = 4$，`ONE_SIDED_CELLS`）。每步还记下同一批样本上四种模式各自的 ESS（`ess/<模式>`）。
 
     Args:
         quick: `True` 时每格 3 步、只跑两格（CI 用，数字没有意义）。
-        seed: 热启动与采样的随机种子（每格从同一个热启动、同一个随机状态开始）。
+        seed: 热启动的随机种子。
+        sampling_seed: 采样的随机种子（每格从同一个热启动、同一个随机状态开始）；`None` 时取 `seed + 1`。
 
     Returns:
-        `{"k=<k>/<模式或 none>": [{"step", "accuracy", "reward", ...}, ...]}`。
+        `{"k=<k>/<模式或 none>[/clip_min=…,clip_max=…][/temperature=…]": [{"step", "accuracy", "reward", ...}, ...]}`。
     """
     from rlhf_toy.demos.tiny_lm import warm_start
+    from rlhf_toy.importance import IS_MODES
     from rlhf_toy.train.offpolicy_grpo import OffPolicyGRPOConfig, train_offpolicy_grpo
 
     task, start = warm_start(seed)
+    sampling_seed = seed + 1 if sampling_seed is None else sampling_seed
     steps, every = (3, 3) if quick else (100, 10)
-    cells = [(k, m, 1.0) for k, m in TRANSFORMER_CELLS] + [(0, None, 1.5), (0, "token_truncate", 1.5)]
+    cells = [(k, m, 1.0, None, 3.0) for k, m in TRANSFORMER_CELLS]
+    cells += [(0, None, 1.5, None, 3.0), (0, "token_truncate", 1.5, None, 3.0)]
+    cells += [(4, "token_truncate", 1.0, lo, hi) for lo, hi in ONE_SIDED_CELLS]
     if quick:
-        cells = [(4, None, 1.0), (4, "sequence_mask", 1.0)]
+        cells = [(4, None, 1.0, None, 3.0), (4, "sequence_mask", 1.0, None, 3.0)]
 
     def evaluate(policy):
         return {"accuracy": round(task.evaluate(policy)["accuracy"], 4)}
 
     out = {}
-    for k, mode, tau in cells:
+    for k, mode, tau, clip_min, clip_max in cells:
         policy = copy.deepcopy(start)
-        torch.manual_seed(seed + 1)
-        task.generator.manual_seed(seed + 1)  # 每格抽到同样的题
+        torch.manual_seed(sampling_seed)
+        task.generator.manual_seed(sampling_seed)  # 每格抽到同样的题
         config = OffPolicyGRPOConfig(
             steps=steps,
             staleness=k,
             sampler_temperature=tau,
             vllm_importance_sampling_correction=mode is not None,
             vllm_importance_sampling_mode=mode or "sequence_mask",
+            vllm_importance_sampling_clip_max=clip_max,
+            vllm_importance_sampling_clip_min=clip_min,
         )
         history = train_offpolicy_grpo(policy, task, config, evaluate, every)
         keep = ("step", "accuracy", "reward", "ess", "sampling/importance_sampling_ratio/mean")
-        name = f"k={k}/{mode or 'none'}" + ("" if tau == 1.0 else f"/temperature={tau}")
+        keep += tuple(f"ess/{m}" for m in IS_MODES)
+        name = f"k={k}/{mode or 'none'}"
+        if (clip_min, clip_max) != (None, 3.0):
+            name += f"/clip_min={clip_min:g},clip_max={clip_max:g}" if clip_min else f"/clip_max={clip_max:g}"
+        name += "" if tau == 1.0 else f"/temperature={tau}"
         out[name] = [{key: round(row[key], 4) for key in keep if key in row} for row in history]
     return out
 
@@ -242,6 +262,7 @@ def full_run(quick: bool = False) -> dict:
         "bandit_curves": bandit_curves(),
         "mismatch": mismatch_table(),
         "transformer": transformer_curves(quick),
+        "transformer_seed2": transformer_curves(quick, sampling_seed=2),  # 同一个热启动，采样种子 2
     }
 
 
@@ -256,11 +277,18 @@ def demo_bias(quick: bool = True) -> str:
         打印用的表格。
     """
     r = bias_vs_staleness()
-    lines = ["k   none   is     tis    mis    | var none  var tis"]
+    lines = [
+        "    相对偏差                     | 长度之比 ‖ḡ‖/‖∇J‖   | 余弦                | 方差",
+        "k   none   is     tis    mis    | none   tis    mis   | none   tis    mis   | none   tis",
+    ]
     for i, k in enumerate(r["staleness"]):
+        length, cosine = (
+            "  ".join(f"{r[f'{c}{suffix}'][i]:.3f}" for c in ("none", "tis", "mis"))
+            for suffix in ("_length", "_cosine")
+        )
         lines.append(
             f"{k:<3} {r['none'][i]:.3f}  {r['is'][i]:.3f}  {r['tis'][i]:.3f}  {r['mis'][i]:.3f}  "
-            f"| {r['none_variance'][i]:.3f}     {r['tis_variance'][i]:.3f}"
+            f"| {length} | {cosine} | {r['none_variance'][i]:.3f}  {r['tis_variance'][i]:.3f}"
         )
     return "\n".join(lines)
 

@@ -25,8 +25,8 @@ from rlhf_toy.pass_at_k import mean_pass_at_k
 from rlhf_toy.policies import TablePolicy
 from rlhf_toy.policies.table import exact_kl
 from rlhf_toy.policies.transformer import TinyTransformerPolicy
-from rlhf_toy.tasks.addition import PAD, encode
-from rlhf_toy.tasks.scratchpad import ScratchpadAdditionTask, accuracy_reward
+from rlhf_toy.tasks.addition import PAD, encode, shapes
+from rlhf_toy.tasks.scratchpad import ScratchpadAdditionTask, accuracy_reward, format_reward, parse_completion
 from rlhf_toy.train.grpo import GRPOConfig, train_grpo
 from rlhf_toy.train.rejection_sampling import RFTConfig, train_rft
 from rlhf_toy.train.sft import SFTConfig, train_sft
@@ -78,6 +78,9 @@ def warm_start(
 # --8<-- [start:grpo_config]
 def grpo_config(quick: bool = False, **overrides: Any) -> GRPOConfig:
     """本章的 GRPO 配置：同第 9 章（32 个提示词 × G=8，lr 5e-4，`beta=0`，`loss_type="dapo"`），完整版 100 步、快速版 4 步。
+
+    `num_iterations=1`：每批只更新一次，比率恒为 1，截断（`epsilon=0.2`、`epsilon_high=0.28`）从不起作用，
+    所以这就是按组内标准化优势加权的单步在策略 REINFORCE；保留 `epsilon_high` 只是为了与第 9 章的配置一致。
 
     Args:
         quick: 是否只跑短版本。
@@ -296,6 +299,51 @@ def best_of_n_sweep(seed: int = 0, ns: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64
 
 
 # --8<-- [end:best_of_n_sweep]
+
+
+# --8<-- [start:by_shape]
+@torch.no_grad()
+def by_shape(
+    policy: TinyTransformerPolicy, task: ScratchpadAdditionTask, n: int = 16, per_shape: int = 150, seed: int = 0
+) -> dict[str, dict[str, float]]:
+    """按题型在训练题上评估：每种题型抽 `per_shape` 道训练题，每道题按温度采 `n` 个回答。
+
+    训练批按题型均衡地抽，留出集却八成是两位数加两位数；这个评估把两者分开看。
+    格式正确率按“写了草稿”与“没写草稿”分开算，用来看格式奖励偏向哪种写法。
+
+    Args:
+        policy: 策略。
+        task: 任务（用它的训练题、答案奖励与格式奖励）。
+        n: 每道题的样本数。
+        per_shape: 每种题型抽的题数（无放回；题数不够时全取）。
+        seed: 抽题用的随机种子（采样用全局随机数）。
+
+    Returns:
+        `{题型: {"accuracy", "scratchpad_rate", "format_scratchpad", "format_direct"}}`，题型是 `"1+1"`、`"1+2"`、
+        `"2+1"`、`"2+2"`；某种写法一个样本也没有时它的格式正确率为 NaN。
+    """
+    generator = torch.Generator().manual_seed(seed)
+    labels = shapes(task.train)
+    out = {}
+    with single_thread():
+        for shape in ("1+1", "1+2", "2+1", "2+2"):
+            idx = torch.tensor([i for i, s in enumerate(labels) if s == shape])
+            prompts = task.encode_prompts(task.train[idx[torch.randperm(len(idx), generator=generator)[:per_shape]]])
+            completions, _ = policy.sample(prompts, n)
+            correct = accuracy_reward(task.answers(prompts.repeat_interleave(n, dim=0)), completions)
+            fmt = format_reward(completions, task.n_digits)
+            wrote = torch.tensor([parse_completion(row)[0] != "" for row in completions])
+            nan = float("nan")
+            out[shape] = {
+                "accuracy": correct.mean().item(),
+                "scratchpad_rate": wrote.float().mean().item(),
+                "format_scratchpad": fmt[wrote].mean().item() if wrote.any() else nan,
+                "format_direct": fmt[~wrote].mean().item() if (~wrote).any() else nan,
+            }
+    return out
+
+
+# --8<-- [end:by_shape]
 
 
 def run_pass_at_k(seed: int = 0, quick: bool = False) -> dict[str, dict[int, float]]:

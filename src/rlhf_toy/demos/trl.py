@@ -170,7 +170,7 @@ def run_trl_grpo(seed: int = 0, quick: bool = False, init_from: str | None = Non
     Returns:
         指标：`accuracy_before`、`accuracy_after`（留出集贪心正确率）、`rewards`（每步的平均奖励）、
         `grad_norms`（每步按上限缩放之前的梯度全局范数，取自 TRL 的日志）、
-        `seconds_per_step`（中位数）、`seconds_by_part`（一步的时间花在哪，见 `step_breakdown`）、
+        `seconds_per_step`（中位数）、`step_seconds`（每步的秒数）、`seconds_by_part`（一步的时间花在哪，见 `step_breakdown`）、
         `num_processes`、`parameter_digests`（每个进程一个）、`sft`（热启动信息）。
     """
     from trl import GRPOTrainer
@@ -220,6 +220,7 @@ def run_trl_grpo(seed: int = 0, quick: bool = False, init_from: str | None = Non
         # 每步的梯度范数（按上限缩放之前；logging_steps=1，所以每步都有）
         "grad_norms": [h["grad_norm"] for h in trainer.state.log_history if "grad_norm" in h],
         "seconds_per_step": _median(step_seconds),
+        "step_seconds": step_seconds,
         "parameter_digests": _gather(parameter_digest(trainer.model)),
         "sft": sft,
     }
@@ -252,18 +253,22 @@ def _median(values: list[float]) -> float:
 
 
 def speed_control(init_from: str, rounds: int, steps: int, seed: int = 0) -> dict:
-    """速度对照：同一批（32 个提示词 × G = 8）上，TRL 1.16 的默认设置、关掉 bf16 与梯度检查点、本书的循环，交替计时。
+    """速度对照：同一批（32 个提示词 × G = 8）上，TRL 1.16 的默认设置、逐项关掉 bf16 与梯度检查点、本书的循环，交替计时。
 
-    五种情形轮流跑 `rounds` 轮（机器的负载随时间变化，交替进行让它对各情形的影响相近），全部单线程：
+    各情形轮流跑 `rounds` 轮（机器的负载随时间变化，交替进行让它对各情形的影响相近），全部单线程：
 
     - `trl_defaults`：`GRPOTrainer`，`trl_grpo_config` 再改回 TRL 1.16 的默认 `bf16=True`、`gradient_checkpointing=True`；
+    - `trl_bf16_only`、`trl_checkpointing_only`：只改回其中一项；
     - `trl_float32`：`GRPOTrainer`，`trl_grpo_config` 本身（`bf16=False`、`gradient_checkpointing=False`）；
     - `ours`：第 9 章的 `train_grpo`，一次一步；
     - `qwen2_forward_backward`、`ours_forward_backward`：两个模型本身（不经训练器、float32）在同一批提示词与回答上
-      算回答 token 的对数概率之和并反向传播一次。
+      算回答 token 的对数概率之和并反向传播一次；
+    - `qwen2_fused_head_forward_backward`：同上，但模型像 `GRPOTrainer` 那样装上 TRL 的融合输出头
+      （`add_fused_lm_head`，同时算对数概率与熵）；
+    - `qwen2_generate`、`ours_sample`：两个模型在同一批提示词上各采样 G 个回答（温度 1，不算梯度）。
 
-    两个 TRL 情形每轮从 `init_from` 重新载入同一个热启动模型、新建训练器、训练 `steps` 步；本书的模型是第 9 章的热启动。
-    每轮的第一步不计（包含惰性初始化），其余各步的秒数合在一起取中位数。
+    TRL 情形每轮从 `init_from` 重新载入同一个热启动模型、新建训练器、训练 `steps` 步；本书的模型是第 9 章的热启动。
+    每轮的第一步不计（包含惰性初始化），其余各步的秒数合在一起取中位数与平均数。
 
     Args:
         init_from: `sft_warm_start` 的模型存放的目录。
@@ -272,11 +277,12 @@ def speed_control(init_from: str, rounds: int, steps: int, seed: int = 0) -> dic
         seed: 随机种子。
 
     Returns:
-        `seconds`（每种情形每步秒数的中位数）、`samples`（计入的步数）、`loadavg_before`、`loadavg_after`
-        （`os.getloadavg()` 的三个数：过去 1、5、15 分钟的平均负载）。
+        `seconds`（每种情形每步秒数的中位数）、`means`（平均数）、`samples`（计入的步数）、`loadavg_before`、
+        `loadavg_after`（`os.getloadavg()` 的三个数：过去 1、5、15 分钟的平均负载）。
     """
     from transformers import Qwen2ForCausalLM
     from trl import GRPOTrainer
+    from trl.trainer.utils import add_fused_lm_head
 
     from rlhf_toy._threads import single_thread
     from rlhf_toy.demos.tiny_lm import warm_start
@@ -291,16 +297,26 @@ def speed_control(init_from: str, rounds: int, steps: int, seed: int = 0) -> dic
         tokenizer = make_tokenizer()
         config = grpo_config(steps=steps, max_completion_length=task.max_completion_length)
         ours_config = grpo_config(quick=True, steps=1, max_completion_length=task.max_completion_length)
+        G = config.num_generations
 
-        problems = task.draw(task.batch_size).repeat_interleave(config.num_generations, dim=0)
+        problems = task.draw(task.batch_size).repeat_interleave(G, dim=0)
         prompts = task.encode_prompts(problems)
-        completions, _ = policy.sample(task.encode_prompts(problems[:: config.num_generations]), config.num_generations)
+        group_prompts = task.encode_prompts(problems[::G])
+        completions, _ = policy.sample(group_prompts, G)
         batch = tokenizer(prompt_texts(problems), return_tensors="pt", padding=True, add_special_tokens=False)
+        group_batch = tokenizer(
+            prompt_texts(problems[::G]), return_tensors="pt", padding=True, add_special_tokens=False
+        )
         prompt_length = batch["input_ids"].shape[1]
         input_ids = torch.cat([batch["input_ids"], completions], dim=1)
         attention_mask = torch.cat([batch["attention_mask"], torch.ones_like(completions)], dim=1)
+        labels = input_ids.clone()
+        labels[:, :prompt_length] = -100
         qwen2 = Qwen2ForCausalLM.from_pretrained(init_from)
         qwen2.train()
+        fused = Qwen2ForCausalLM.from_pretrained(init_from)
+        fused.train()
+        add_fused_lm_head(fused, outputs=("log_probs", "entropy"))  # 与 GRPOTrainer.__init__ 相同的调用
 
         def trl_steps(**flags) -> list[float]:
             args = trl_grpo_config(
@@ -333,16 +349,42 @@ def speed_control(init_from: str, rounds: int, steps: int, seed: int = 0) -> dic
             logits.log_softmax(-1).gather(-1, completions.unsqueeze(-1)).sum().backward()
             qwen2.zero_grad()
 
+        def fused_step():
+            out = fused(input_ids=input_ids, attention_mask=attention_mask, labels=labels, fused_lm_head=True)
+            out.log_probs.sum().backward()
+            fused.zero_grad()
+
         def ours_model_step():
             policy.logps(prompts, completions).sum().backward()
             policy.zero_grad()
 
+        @torch.no_grad()
+        def qwen2_generate():
+            qwen2.generate(
+                **group_batch,
+                max_new_tokens=task.max_completion_length,
+                do_sample=True,
+                temperature=1.0,
+                top_k=0,
+                top_p=1.0,
+                num_return_sequences=G,
+            )
+
+        @torch.no_grad()
+        def ours_sample():
+            policy.sample(group_prompts, G)
+
         cases = {
             "trl_defaults": lambda: trl_steps(bf16=True, gradient_checkpointing=True),
+            "trl_bf16_only": lambda: trl_steps(bf16=True),
+            "trl_checkpointing_only": lambda: trl_steps(gradient_checkpointing=True),
             "trl_float32": lambda: trl_steps(),
             "ours": lambda: timed(lambda: train_grpo(policy, task, ours_config)),
             "qwen2_forward_backward": lambda: timed(qwen2_step),
+            "qwen2_fused_head_forward_backward": lambda: timed(fused_step),
             "ours_forward_backward": lambda: timed(ours_model_step),
+            "qwen2_generate": lambda: timed(qwen2_generate),
+            "ours_sample": lambda: timed(ours_sample),
         }
         samples: dict[str, list[float]] = {name: [] for name in cases}
         for _ in range(rounds):
@@ -350,10 +392,104 @@ def speed_control(init_from: str, rounds: int, steps: int, seed: int = 0) -> dic
                 samples[name] += run()[1:]
     return {
         "seconds": {name: _median(values) for name, values in samples.items()},
+        "means": {name: sum(values) / len(values) for name, values in samples.items()},
         "samples": {name: len(values) for name, values in samples.items()},
         "loadavg_before": loadavg_before,
         "loadavg_after": list(os.getloadavg()),
     }
+
+
+def bf16_instruction_set_control(rounds: int = 8) -> dict:
+    """bf16 自动类型转换与 float32 的前向加反向传播，在本进程的指令集设置下交替计时（单线程）。
+
+    `scripts/run_trl.py` 在两个子进程里调用它：一个用本书的设置（`numerics.env`：ATen 与 oneDNN 限于 AVX2），
+    一个去掉这个限制。模型是随机初始化的 `make_model()`，批是 32 个提示词 × 8 个长 4 的随机回答（形状与 GRPO 的一步相同）。
+
+    Args:
+        rounds: 轮数；每轮 float32 与 bf16 各一次，第一轮不计。
+
+    Returns:
+        `capability`（`torch.backends.cpu.get_cpu_capability()`）、`float32`、`bf16`（每次秒数的平均数）、`samples`。
+    """
+    from rlhf_toy._threads import single_thread
+    from rlhf_toy.integrations.trl import make_model, make_tokenizer, prompt_texts
+
+    with single_thread():
+        task, tokenizer, model = AdditionTask(seed=0, balanced=True), make_tokenizer(), make_model(seed=0)
+        model.train()
+        problems = task.draw(32).repeat_interleave(8, dim=0)
+        batch = tokenizer(prompt_texts(problems), return_tensors="pt", padding=True, add_special_tokens=False)
+        completions = torch.randint(3, 16, (len(problems), task.max_completion_length), generator=task.generator)
+        prompt_length = batch["input_ids"].shape[1]
+        input_ids = torch.cat([batch["input_ids"], completions], dim=1)
+        attention_mask = torch.cat([batch["attention_mask"], torch.ones_like(completions)], dim=1)
+
+        def step(bf16: bool) -> float:
+            start = time.perf_counter()
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, prompt_length - 1 : -1]
+                logps = logits.float().log_softmax(-1).gather(-1, completions.unsqueeze(-1)).sum()
+            logps.backward()
+            model.zero_grad()
+            return time.perf_counter() - start
+
+        seconds: dict[str, list[float]] = {"float32": [], "bf16": []}
+        for r in range(rounds):
+            for name in seconds:
+                elapsed = step(name == "bf16")
+                if r:
+                    seconds[name].append(elapsed)
+    return {
+        "capability": torch.backends.cpu.get_cpu_capability(),
+        **{name: sum(values) / len(values) for name, values in seconds.items()},
+        "samples": rounds - 1,
+    }
+
+
+@torch.no_grad()
+def sampling_and_balance(model, tokenizer, task: AdditionTask, n_draws: int = 2048, num_generations: int = 8) -> dict:
+    """GRPO 开始时的正确率，分开两个差别：温度 1 采样对贪心解码，按题型均衡抽的训练题对留出集。
+
+    Args:
+        model: SFT 热启动之后的模型（GRPO 的起点）。
+        tokenizer: `make_tokenizer()`。
+        task: 任务（`balanced=True`）；从它抽 `n_draws` 道训练题（推进它的随机数生成器）。
+        n_draws: 均衡抽的训练题数。
+        num_generations: 采样时每道题几个回答（温度 1，与 GRPO 相同）。
+
+    Returns:
+        `heldout_greedy`、`heldout_sampled`、`balanced_greedy`、`balanced_sampled`：正确率（采样时是所有回答的平均奖励）。
+    """
+    from rlhf_toy.integrations.trl import greedy_accuracy, prompt_texts, reward_function
+
+    reward = reward_function(task)
+
+    def sampled(problems) -> float:
+        batch = tokenizer(prompt_texts(problems), return_tensors="pt", padding=True, add_special_tokens=False)
+        out = model.generate(
+            **batch,
+            max_new_tokens=task.max_completion_length,
+            do_sample=True,
+            temperature=1.0,
+            top_k=0,
+            top_p=1.0,
+            num_return_sequences=num_generations,
+        )
+        a, b = problems.repeat_interleave(num_generations, dim=0).T.tolist()
+        rewards = reward(completion_ids=out[:, batch["input_ids"].shape[1] :].tolist(), a=a, b=b)
+        return sum(rewards) / len(rewards)
+
+    was_training = model.training
+    model.eval()
+    balanced = task.draw(n_draws)
+    result = {
+        "heldout_greedy": greedy_accuracy(model, tokenizer, task),
+        "heldout_sampled": sampled(task.heldout),
+        "balanced_greedy": greedy_accuracy(model, tokenizer, task, balanced),
+        "balanced_sampled": sampled(balanced),
+    }
+    model.train(was_training)
+    return result
 
 
 def time_grpo_parts(trainer) -> dict[str, float]:

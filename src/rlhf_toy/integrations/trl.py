@@ -225,9 +225,10 @@ def trl_grpo_config(config: GRPOConfig, task: AdditionTask, output_dir: str, **o
     `per_device_train_batch_size = task.batch_size × num_generations`（每步 `task.batch_size` 个提示词，单进程），
     `use_bias_correction_kl=False`（本书的 `grpo_loss` 把未修正的 $k_3$ 放进损失；TRL 1.16 的默认是 `True`），
     `temperature=1.0`、常数学习率（`lr_scheduler_type="constant"`；transformers 的默认 `"linear"` 会在 `max_steps`
-    步内把学习率线性降到 0）、不做权重衰减、在 CPU 上运行、不写检查点、不向任何服务报告；关掉 TRL 1.16 与 transformers
-    不同的两个默认值 `bf16=True`（CPU 上 accelerate 会把每次前向包进 bf16 autocast）和 `gradient_checkpointing=True`，
-    让 TRL 与第 9 章的循环一样全程 float32。没有改的：`max_grad_norm`
+    步内把学习率线性降到 0）、不做权重衰减、在 CPU 上运行、不写检查点、不向任何服务报告。TRL 1.16 的配置改了 transformers
+    的几个默认值（学习率、`logging_steps`、`bf16`、`gradient_checkpointing`，GRPO 还有 `remove_unused_columns`）：
+    学习率与日志间隔在这里显式设定；`bf16=True`（CPU 上 accelerate 会把每次前向包进 bf16 autocast）和
+    `gradient_checkpointing=True` 关掉，让 TRL 与第 9 章的循环一样全程 float32。没有改的：`max_grad_norm`
     （transformers 默认 1.0，更新前把梯度的全局范数限制在 1.0 以内），第 9 章的循环没有这一步。
 
     Args:

@@ -5,11 +5,13 @@ r"""把逐 token 损失 $\ell_{i,t}$ 汇总成一个标量：GRPO 各变体真�
 | `loss_type` | 公式 | 出处 |
 |---|---|---|
 | `grpo` | $\frac1B\sum_i \frac{\sum_t m_{i,t}\ell_{i,t}}{\max(\sum_t m_{i,t},1)}$ | DeepSeekMath 式 (3) |
-| `bnpo` | $\frac{\sum_{i,t} m_{i,t}\ell_{i,t}}{\max(\sum_{i,t} m_{i,t},1)}$ | TRL v0.17–v0.21 默认 |
+| `bnpo` | $\frac{\sum_{i,t} m_{i,t}\ell_{i,t}}{\max(\sum_{i,t} m_{i,t},1)}$ | TRL 早期版本的默认（版本历史见第 6 章的脚注） |
 | `dr_grpo` | $\frac{\sum_{i,t} m_{i,t}\ell_{i,t}}{B\,L}$，$L$ 为最大生成长度 | Dr. GRPO（arXiv 2503.20783） |
-| `dapo` | 与 `bnpo` 同式，但分母是整个生成批次的 token 数 | DAPO（arXiv 2503.14476），TRL 现默认 |
+| `dapo` | 与 `bnpo` 同式，但分母由整个生成批次的 token 数折算到一个优化步 | TRL `loss_type="dapo"`（TRL 1.16.0 的默认） |
 
 单进程、一次处理整批时 `dapo` 与 `bnpo` 数值相同。
+`dapo` 的名字来自 DAPO（arXiv 2503.14476），但论文的分母不是这个：
+论文按每个提示词的 $G$ 条回答的 token 数归一，再在提示词之间平均。
 """
 
 # --8<-- [start:imports]

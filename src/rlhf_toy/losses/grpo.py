@@ -152,8 +152,8 @@ def grpo_loss(
     $$\ell_{i,t} = -\min\big(w_{i,t}\hat A_i,\ \mathrm{clip}(w_{i,t},1-\epsilon,1+\epsilon_{high})\hat A_i\big)
     + \beta\, k_3\big(\pi_\theta, \pi_{ref}\big)_{i,t}$$
 
-    默认值 `beta=0.04` 对应 DeepSeekMath 原文与 TRL v0.14–v0.18；`loss_type="grpo"` 的按序列平均只是
-    TRL v0.14–v0.15 的行为（v0.16 起改为按 token 平均，PR #2881；v0.17 起名为 `bnpo`，PR #3256）。
+    默认值 `beta=0.04` 与 `loss_type="grpo"`（按序列平均）取自 DeepSeekMath 原文；
+    TRL 默认值的版本历史见第 6 章“四种汇总方式”表的脚注。
     TRL 1.16.0 的默认是 `beta=0.0`、`loss_type="dapo"`，并且 `use_bias_correction_kl=True`（把 $k_3$ 乘上比率 $w$，
     见 `rlhf_toy.kl.importance_corrected_k3`）；本函数的 KL 项是原文的 $k_3$，不乘 $w$。
     代码与注释沿用论文记号：提示词 $q$、回答 $o_i$（章节正文记作 $x$、$y_i$）。

@@ -266,7 +266,10 @@ class AdditionTask:
 
     # --8<-- [start:reward]
     def reward(self, prompts: Tensor, completions: Tensor) -> Tensor:
-        """可验证奖励：去掉开头的草稿 `.` 后，回答恰好是正确的和并以 EOS 结束时为 1.0，否则为 0.0。
+        """可验证奖励：回答里有 EOS，且第一个 EOS 之前的 token 解码成的字符串恰好是正确的和时为 1.0，否则为 0.0。
+
+        解码用 `decode`：它丢掉 PAD 与 BOS，所以夹在答案里的 PAD、BOS 不影响得分（`8<pad>1<eos>` 也得 1 分）；
+        有草稿区时（`scratch > 0`）再去掉开头的 `.`。EOS 之后的 token 不看。
 
         Args:
             prompts: 提示词，形状 `(B, Lp)`。

@@ -17,7 +17,10 @@ from rlhf_toy.policies import Policy
 
 @dataclass
 class DPOConfig:
-    """DPO 的超参数；名字与 TRL `DPOConfig` 相同（`simpo_gamma` 同 TRL `CPOConfig`）。默认值是种子演示的取值。
+    """DPO 的超参数。默认值是种子演示的取值。
+
+    `beta`、`learning_rate`、`loss_type`、`label_smoothing` 与 TRL `DPOConfig` 同名（`simpo_gamma` 同 TRL `CPOConfig`），
+    但学习率的默认值不同（TRL 是 $10^{-6}$）；`steps` 对应 TRL 的 `max_steps`。
 
     Attributes:
         beta: KL 系数 $\\beta$。

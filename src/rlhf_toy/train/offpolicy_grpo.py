@@ -23,7 +23,7 @@ import torch
 from torch import Tensor
 
 from rlhf_toy.advantages import group_advantages
-from rlhf_toy.importance import effective_sample_size, importance_metrics, importance_weights
+from rlhf_toy.importance import IS_MODES, effective_sample_size, importance_metrics, importance_weights
 from rlhf_toy.losses.aggregate import aggregate_loss
 from rlhf_toy.losses.grpo import clipped_surrogate
 from rlhf_toy.policies.transformer import TinyTransformerPolicy, completion_mask
@@ -116,6 +116,8 @@ def train_offpolicy_grpo(
 ) -> list[dict[str, float]]:
     """异策略 GRPO，返回每步的指标（`reward` 与 TRL 的 `sampling/*` 指标，另有 `ess`；评估步并入 `evaluate` 的键）。
 
+    `ess/<模式>` 是同一批样本上按四种模式（同样的界）算出的权重的 ESS，只记录、不影响训练。
+
     Args:
         policy: 要训练的极小 Transformer（原地更新）。
         task: 加法任务（`prompts()`、`reward()`）。
@@ -157,6 +159,11 @@ def train_offpolicy_grpo(
             )
             logged |= importance_metrics(old_logps, sampler_logps, mask, weights)
             logged["ess"] = effective_sample_size(weights, mask)
+        bounds = (config.vllm_importance_sampling_clip_max, config.vllm_importance_sampling_clip_min)
+        for mode in IS_MODES:  # 同一批样本上四种模式的 ESS（对照用）
+            logged[f"ess/{mode}"] = effective_sample_size(
+                importance_weights(old_logps, sampler_logps, mask, mode, *bounds), mask
+            )
         # 3. 一步更新：num_iterations = 1，π_θ / π_old 的值为 1，截断不起作用
         logps = policy.logps(group_prompts, completions)
         per_token_loss, _ = clipped_surrogate(logps, old_logps, advantages[:, None])

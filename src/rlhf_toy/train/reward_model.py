@@ -16,7 +16,10 @@ from rlhf_toy.models import TableRewardModel
 
 @dataclass
 class RewardConfig:
-    """奖励模型的超参数；名字与 TRL `RewardConfig` 相同。
+    """奖励模型的超参数。
+
+    `learning_rate`、`center_rewards_coefficient` 与 TRL `RewardConfig` 同名，但学习率的默认值不同（TRL 是 $10^{-4}$）；
+    `steps` 对应 TRL 的 `max_steps`。
 
     Attributes:
         learning_rate: Adam 学习率。
