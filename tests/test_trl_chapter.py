@@ -119,6 +119,17 @@ def test_cache_comes_from_this_code_and_config():
     assert len(set(cache["grpo"]["2"]["parameter_digests"])) == 1
 
 
+def test_unpinned_isa_control_leaves_mkl_on_its_compatible_branch():
+    # docs/trl.md labels the cached "unpinned" bf16 control as "only ATen and oneDNN lifted, MKL still COMPATIBLE"
+    # and cites the MKL_CBWR=AUTO comparison as measured outside the cache. If UNPINNED_ISA ever lifts MKL too,
+    # that wording (and the footnote) must change.
+    from rlhf_toy.numerics import numeric_env
+
+    unpinned = _run_trl_script().UNPINNED_ISA
+    assert set(unpinned) == {"ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA"}
+    assert numeric_env()["MKL_CBWR"] == "COMPATIBLE"
+
+
 # --- claims on docs/trl.md about TRL 1.16.0, verl 0.9.1 and accelerate 1.15.0 ---
 
 

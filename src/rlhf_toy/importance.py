@@ -158,7 +158,8 @@ def effective_sample_size(weights: Tensor, mask: Tensor, clip_max: float | None 
     $$\mathrm{ESS} = \frac{1}{\overline{(\tilde w/\bar w)^2}},\qquad \tilde w = \mathrm{clamp}(w, 0, C_{max}),$$
 
     平均都在掩码内（逐 token）取；序列权重 `(B, 1)` 先广播到 `(B, T)`（每条序列按它的 token 数计权，同 verl）。
-    结果在 $(0, 1]$ 里：1 表示权重全相等，$1/N$ 表示只有一个样本有权重。verl 在均值上加 `1e-8`，这里也加。
+    至少一个权重不为 0 时结果在 $(0, 1]$ 里：1 表示权重全相等，$1/N$ 表示只有一个样本有权重。
+    掩码内的权重全为 0 时返回 `inf`（verl 在这里除以 0，抛出 `ZeroDivisionError`）。verl 在均值上加 `1e-8`，这里也加。
 
     Args:
         weights: 权重，形状 `(B, T)` 或 `(B, 1)`。

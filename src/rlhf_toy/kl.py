@@ -95,9 +95,10 @@ def importance_corrected_k3(logps: Tensor, ref_logps: Tensor, old_logps: Tensor 
 
     DeepSeek-V3.2（arXiv 2512.02556）的“无偏 KL 估计”，即 TRL `GRPOConfig(use_bias_correction_kl=True)`
     （TRL 1.16.0 的默认；逐 token 的比率，即 `importance_sampling_level="token"`）：
-    样本来自 $\pi_{old}$ 时 $\mathbb E_{\pi_{old}}[w\,k_3] = \mathrm{KL}(\pi_\theta\,\|\,\pi_{\mathrm{ref}})$，
+    $T = 1$（或给定前缀、只看一个位置）时，样本来自 $\pi_{old}$ 则 $\mathbb E_{\pi_{old}}[w\,k_3] = \mathrm{KL}(\pi_\theta\,\|\,\pi_{\mathrm{ref}})$，
     而且把它放进损失，每个位置上（前缀固定）的期望梯度正是反向 KL 的梯度（未修正的 k3 给出的是正向 KL 的梯度）。
     $T > 1$ 时逐 token 求和的 $w\,k_3$ 只给出反向序列 KL 梯度的一部分（第 7 章“$T > 1$”一节）；
+    异策略时前缀仍来自 $\pi_{old}$，逐 token 的 $w$ 不修正它，所以求和后连值也不再是序列反向 KL 的无偏估计。
     未修正的 k3 只在第 1 个位置上给出序列正向 KL 的梯度，后面的位置按 $\pi_\theta(\text{前缀})/\pi_{\mathrm{ref}}(\text{前缀})$
     重新加权（第 6 章）。
     同策略时 $w$ 的值为 1，数值与 [`kl_estimate`][rlhf_toy.kl.kl_estimate] 的 k3 相同，只有梯度不同。

@@ -36,6 +36,21 @@ def default_config(config_class):
         return config_class(output_dir=tempfile.mkdtemp(prefix="rlhf_toy_claims_"), use_cpu=True, report_to="none")
 
 
+def assert_refuses_cpu_only_machine_without_use_cpu(config_class):
+    """On a CPU-only machine TRL's config raises unless `use_cpu=True`; with it, bf16 stays on (pages: “只有 CPU 的机器上，
+    默认配置不设 use_cpu=True 就报错；设了之后按 bf16 自动混合精度跑”). Skips where a GPU or MPS device exists."""
+    import pytest
+    import torch
+
+    if torch.cuda.is_available() or torch.backends.mps.is_available():
+        pytest.skip("the claim is about a CPU-only machine")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(ValueError, match="use_cpu"):
+            config_class(output_dir=tempfile.mkdtemp(prefix="rlhf_toy_claims_"), report_to="none")
+    assert config(config_class).bf16 is True
+
+
 def config(config_class, **kwargs):
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", category=FutureWarning)

@@ -64,11 +64,34 @@ def test_trl_warns_on_sequence_level_with_token_summed_loss():
 
 def test_frac_reward_zero_std_metric():
     # grpo-variants.md: “TRL 的同名指标是优势所除的标准差‘接近 0’（torch.isclose(std, 0)）的比例，每步都记录 …
-    # "batch" 时它看的是整批的标准差，只能是 0 或 1”.
+    # "batch" 下它看的是整批的标准差，只能是 0 或 1”.
     text = source(GRPOTrainer._generate_and_score_completions)
     assert "std_rewards = nanstd(rewards).expand_as(rewards)" in text  # "batch": one std for the whole batch
     assert "is_std_zero = torch.isclose(std_rewards, torch.zeros_like(std_rewards))" in text
     assert 'self._metrics[mode]["frac_reward_zero_std"].append(is_std_zero.float().mean().item())' in text
+
+
+def test_frac_reward_zero_std_depends_on_multi_objective_aggregation():
+    # grpo-variants.md: “默认的 "sum_then_normalize" 先加权求和，再减组均值、按 scale_rewards 缩放。取默认时，
+    # scale_rewards="group" 或 "none" 下 … 与这里的比例相同 … 取 "normalize_then_sum" 时，TRL 不看 scale_rewards，
+    # 总是用整批的标准差，这个指标也只能是 0 或 1”.
+    assert default_config(GRPOConfig).multi_objective_aggregation == "sum_then_normalize"
+    text = source(GRPOTrainer._generate_and_score_completions)
+    start = text.index('if self.multi_objective_aggregation == "sum_then_normalize":')
+    middle = text.index('elif self.multi_objective_aggregation == "normalize_then_sum":')
+    end = text.index("else:", middle)
+    sum_then_normalize, normalize_then_sum = text[start:middle], text[middle:end]
+    # Default branch: "group"/"none" take the std within each group; "batch" one std for the whole batch.
+    assert 'if self.scale_rewards in ["group", "none"]:' in sum_then_normalize
+    assert "std_rewards = nanstd(rewards.view(-1, num_generations), dim=1)" in sum_then_normalize
+    assert "std_rewards = nanstd(rewards).expand_as(rewards)" in sum_then_normalize
+    # "normalize_then_sum": scale_rewards is not read; the std that sets is_std_zero is over the whole batch.
+    assert "scale_rewards" not in normalize_then_sum
+    assert (
+        "std_rewards = nanstd(rewards).expand_as(rewards) if rewards.numel() > 1 else torch.zeros_like(rewards)"
+        in normalize_then_sum
+    )
+    assert "is_std_zero = torch.isclose(std_rewards, torch.zeros_like(std_rewards))" in normalize_then_sum
 
 
 def test_soft_overlong_punishment_reward_function_location():

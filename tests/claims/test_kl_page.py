@@ -69,6 +69,19 @@ def test_trl_sequence_level_kl_gradient_replaces_k3_t_by_the_mean():
     assert torch.allclose(token, (logps - ref_logps).detach())
 
 
+def test_trl_kl_term_is_aggregated_with_the_policy_loss_by_loss_type():
+    # kl.md bullet “TRL 怎样汇总 KL 项”: β·w·k3 is added per token, then aggregated with the policy term by loss_type;
+    # "grpo"/"sapo" average within each answer (weight 1/|o_i|), the default "dapo" divides by the batch's token count.
+    assert default_config(GRPOConfig).loss_type == "dapo"
+    text = source(GRPOTrainer._compute_loss)
+    add = text.index("per_token_loss = per_token_loss + self.beta * per_token_kl")
+    assert 'if self.loss_type in ["grpo", "sapo"]:' in text[add:]
+    assert "loss = ((per_token_loss * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).mean()" in text[add:]
+    assert 'elif self.loss_type in ["cispo", "dapo", "vespo"]:' in text[add:]
+    assert 'normalizer = inputs["num_items_in_batch"].clamp(min=1.0) / self.accelerator.num_processes' in text[add:]
+    assert "loss = (per_token_loss * mask).sum() / normalizer" in text[add:]
+
+
 def test_trl_logs_the_mean_over_logging_steps():
     # kl.md “TRL 每 logging_steps 步才记录一次（GRPOConfig 默认 10），记录的是这期间各步 kl 的平均”.
     assert default_config(GRPOConfig).logging_steps == 10

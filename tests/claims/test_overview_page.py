@@ -72,11 +72,17 @@ def test_loss_type_chooses_the_denominator_or_replaces_the_per_token_loss():
 
 
 def test_verl_policy_losses_take_per_token_tensors_and_a_mask():
-    # overview.md “语言模型就是策略”: “本书的策略损失……与 verl `core_algos` 里策略损失函数接收的张量相同
-    # （verl 叫 `old_log_prob`、`log_prob`、`advantages`、`response_mask`），但参数顺序不同：本书把当前策略的 `logps`
-    # 放在第一个，verl 把 `old_log_prob` 放在第一个”.
+    # overview.md “语言模型就是策略”: “verl `core_algos` 里的策略损失函数（如 `compute_policy_loss_vanilla`）接收同样的
+    # 张量……叫 `old_log_prob`、`log_prob`、`advantages`、`response_mask`”; “verl 把旧策略的对数概率放在第一个。
+    # 这个参数大多叫 `old_log_prob`，`compute_policy_loss_reinforce` 里叫 `rollout_log_prob`”.
     params = list(inspect.signature(core_algos.compute_policy_loss_vanilla).parameters)
     assert params[:4] == ["old_log_prob", "log_prob", "advantages", "response_mask"]
+    losses = {name: fn for name, fn in vars(core_algos).items() if name.startswith("compute_policy_loss")}
+    firsts = {name: list(inspect.signature(fn).parameters)[:4] for name, fn in losses.items()}
+    assert len(firsts) > 10
+    for name, first in firsts.items():
+        expected_first = "rollout_log_prob" if name == "compute_policy_loss_reinforce" else "old_log_prob"
+        assert first == [expected_first, "log_prob", "advantages", "response_mask"], name
     assert list(inspect.signature(ppo_policy_loss).parameters)[:4] == ["logps", "old_logps", "advantages", "mask"]
     grpo_params = ["logps", "old_logps", "ref_logps", "advantages", "mask"]
     assert list(inspect.signature(grpo_loss).parameters)[:5] == grpo_params
@@ -99,8 +105,9 @@ def test_trl_losses_are_trainer_methods_that_compute_per_token_logps():
 
 
 def test_reference_model_is_a_fresh_copy_of_the_policy_checkpoint():
-    # overview.md “玩具在哪里做了简化”: “TRL 1.16.0 的 GRPOTrainer 没有 `ref_model` 参数（β = 0 时根本不建参考模型），
-    # DPOTrainer 不传 `ref_model` 时也一样：默认按策略模型配置里的 `_name_or_path` 从检查点再加载一份作参考模型”;
+    # overview.md “玩具在哪里做了简化”: “TRL 1.16.0 的 GRPOTrainer 没有 `ref_model` 参数。它在 β = 0 时不建参考模型；
+    # β ≠ 0 时按策略模型配置里的 `_name_or_path` 从检查点再加载一份作参考模型。DPOTrainer 不传 `ref_model` 时同样从
+    # 检查点再加载一份”;
     # “DPO 设了 `precompute_ref_log_probs=True`（不用 FSDP）时不加载，参考对数概率在训练开始前直接用传进来的策略算”;
     # “训练器按 `peft_config` 新建适配器时，关掉适配器（即基座模型）就是参考模型”;
     # “传进来的已经是带适配器的 `PeftModel` 时，TRL 把现有适配器复制成一个冻结的 `"ref"` 适配器当参考模型”.

@@ -9,7 +9,7 @@ import textwrap
 import pytest
 from trl import GRPOTrainer, RLOOConfig, RLOOTrainer
 
-from .pinned import config, default_config, module_source, source
+from .pinned import assert_refuses_cpu_only_machine_without_use_cpu, config, default_config, module_source, source
 
 
 def test_rloo_config_defaults():
@@ -21,7 +21,7 @@ def test_rloo_config_defaults():
 
 
 def test_rloo_config_inherits_decay_clipping_bf16_and_checkpointing():
-    # policy-gradient.md table row 优化: “学习率线性衰减到 0，梯度的全局范数截断在 1.0，bf16 混合精度（在 CPU 上也开），
+    # policy-gradient.md table row 优化: “学习率线性衰减到 0，梯度的全局范数截断在 1.0，bf16 混合精度（use_cpu=True 时仍按 bf16 自动混合精度跑），
     # 梯度检查点”; and “w_i 的值是 1（TRL 默认的 bf16 下只差两次前向的 bf16 舍入）”.
     import warnings
 
@@ -38,6 +38,11 @@ def test_rloo_config_inherits_decay_clipping_bf16_and_checkpointing():
         warnings.simplefilter("ignore")
         trainer = Trainer(model=Qwen2ForCausalLM(qwen2), args=args)
     assert trainer.accelerator.mixed_precision == "bf16"  # use_cpu=True, and still bf16 autocast
+
+
+def test_rloo_default_config_refuses_a_cpu_only_machine_without_use_cpu():
+    # policy-gradient.md table row 优化: “只有 CPU 的机器上，默认配置不设 use_cpu=True 就报错；设了之后按 bf16 自动混合精度跑”.
+    assert_refuses_cpu_only_machine_without_use_cpu(RLOOConfig)
 
 
 def test_rloo_config_refuses_one_generation():

@@ -129,6 +129,16 @@ def test_trl_options_for_truncation_length_and_aggregation():
     assert "progress = min(len(ids) / self.max_len, 1.0)" in call
     assert default_config(GRPOConfig).multi_objective_aggregation == "sum_then_normalize"
     assert 'elif self.multi_objective_aggregation == "normalize_then_sum":' in text
+    # “normalize_then_sum：先在组内把每个奖励各自标准化，按 reward_weights 加权求和，再在整批上标准化一次；
+    # 最后这一步不看 scale_rewards”.
+    branch = text[text.index('elif self.multi_objective_aggregation == "normalize_then_sum":') :]
+    branch = branch[: branch.index("is_std_zero")]
+    assert "std_k = nanstd(grouped, dim=1, keepdim=True)" in branch
+    assert "reward_k = (grouped - mean_k) / (std_k + 1e-4)" in branch
+    assert "rewards = (reward_k * self.reward_weights.to(device).unsqueeze(0)).nansum(dim=1)" in branch
+    assert "std_rewards = nanstd(rewards).expand_as(rewards)" in branch
+    assert "advantages = (rewards - torch.nanmean(rewards)) / (std_rewards + 1e-4)" in branch
+    assert "scale_rewards" not in branch
 
 
 def test_grpo_scales_advantages_by_the_group_std_by_default():

@@ -9,11 +9,11 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 from trl import GRPOConfig, GRPOTrainer
 from trl.trainer.utils import add_fused_lm_head
 
-from .pinned import config, default_config, source
+from .pinned import assert_refuses_cpu_only_machine_without_use_cpu, config, default_config, source
 
 
 def test_chapter_config_is_trl_default():
-    # tiny-lm.md: “beta=0、loss_type="dapo"（TRL 1.16.0 的默认）…加上 DAPO 的 epsilon_high=0.28…num_iterations=1”,
+    # tiny-lm.md: “beta=0、loss_type="dapo" 是 TRL 的默认…加上 DAPO 的 epsilon_high=0.28…num_iterations=1”,
     # “采样温度 1.0（TRL 默认）”; max_completion_length is TRL's name for L.
     from rlhf_toy.demos.tiny_lm import grpo_config, warm_start
     from rlhf_toy.tasks.addition import AdditionTask
@@ -277,7 +277,7 @@ def test_trl_optimizer_defaults_differ_from_the_chapter_loop():
 
 
 def test_grpo_config_turns_on_bf16_and_gradient_checkpointing():
-    # tiny-lm.md, 框“优化器”: “TRL 的 GRPOConfig 还把 bf16 默认设为 True（在 CPU 上也启用 bf16 混合精度），
+    # tiny-lm.md, 框“优化器”: “TRL 的 GRPOConfig 还改了两个默认：bf16=True（use_cpu=True 时按 bf16 自动混合精度跑），
     # gradient_checkpointing 默认设为 True；本章全程 float32”.
     import warnings
 
@@ -297,6 +297,11 @@ def test_grpo_config_turns_on_bf16_and_gradient_checkpointing():
     assert trainer.accelerator.mixed_precision == "bf16"
     policy = AdditionTask(seed=0).make_policy()
     assert {p.dtype for p in policy.parameters()} == {torch.float32}  # the chapter's model stays float32
+
+
+def test_grpo_default_config_refuses_a_cpu_only_machine_without_use_cpu():
+    # tiny-lm.md, 框“优化器与精度”: “只有 CPU 的机器上，默认配置不设 use_cpu=True 就报错；设了之后按 bf16 自动混合精度跑”.
+    assert_refuses_cpu_only_machine_without_use_cpu(GRPOConfig)
 
 
 def test_length_figure_grpo_wrong_answers_stay_longer_than_dapo():

@@ -253,7 +253,10 @@ def _median(values: list[float]) -> float:
 
 
 def speed_control(init_from: str, rounds: int, steps: int, seed: int = 0) -> dict:
-    """速度对照：同一批（32 个提示词 × G = 8）上，TRL 1.16 的默认设置、逐项关掉 bf16 与梯度检查点、本书的循环，交替计时。
+    """速度对照：同样大小的批（32 个提示词 × G = 8）上，TRL 1.16 的默认设置、逐项关掉 bf16 与梯度检查点、本书的循环，交替计时。
+
+    五个完整循环（四种 TRL 情形与 `ours`）各自抽提示词、各自生成回答，每一步的批只是大小相同；
+    其余五种只算模型的情形都用开头建好的同一个固定批。
 
     各情形轮流跑 `rounds` 轮（机器的负载随时间变化，交替进行让它对各情形的影响相近），全部单线程：
 
@@ -267,7 +270,8 @@ def speed_control(init_from: str, rounds: int, steps: int, seed: int = 0) -> dic
       （`add_fused_lm_head`，同时算对数概率与熵）；
     - `qwen2_generate`、`ours_sample`：两个模型在同一批提示词上各采样 G 个回答（温度 1，不算梯度）。
 
-    TRL 情形每轮从 `init_from` 重新载入同一个热启动模型、新建训练器、训练 `steps` 步；本书的模型是第 9 章的热启动。
+    TRL 情形每轮从 `init_from` 重新载入同一个热启动模型、新建训练器，在新抽的 `steps` 批提示词上训练 `steps` 步；
+    本书的模型是第 9 章的热启动，`train_grpo` 每步自己抽提示词。
     每轮的第一步不计（包含惰性初始化），其余各步的秒数合在一起取中位数与平均数。
 
     Args:
@@ -402,8 +406,9 @@ def speed_control(init_from: str, rounds: int, steps: int, seed: int = 0) -> dic
 def bf16_instruction_set_control(rounds: int = 8) -> dict:
     """bf16 自动类型转换与 float32 的前向加反向传播，在本进程的指令集设置下交替计时（单线程）。
 
-    `scripts/run_trl.py` 在两个子进程里调用它：一个用本书的设置（`numerics.env`：ATen 与 oneDNN 限于 AVX2），
-    一个去掉这个限制。模型是随机初始化的 `make_model()`，批是 32 个提示词 × 8 个长 4 的随机回答（形状与 GRPO 的一步相同）。
+    `scripts/run_trl.py` 在两个子进程里调用它：一个用本书的设置（`numerics.env`：ATen 与 oneDNN 限于 AVX2，
+    MKL 在 COMPATIBLE 分支上），一个只放开 ATen 与 oneDNN（`UNPINNED_ISA`；`MKL_CBWR` 仍是 COMPATIBLE，
+    float32 的矩阵乘法因此没有放开）。模型是随机初始化的 `make_model()`，批是 32 个提示词 × 8 个长 4 的随机回答（形状与 GRPO 的一步相同）。
 
     Args:
         rounds: 轮数；每轮 float32 与 bf16 各一次，第一轮不计。
