@@ -1,6 +1,6 @@
 """第 10 章的完整运行：TRL 的 SFT 热启动一次，之后一个进程与两个进程的 GRPO、DPO，以及速度对照；写缓存。
 
-    .venv/bin/python scripts/run_trl.py      # 约六分钟（两核机器）；写 docs/data/trl.json
+    .venv/bin/python scripts/run_trl.py      # 空闲的两核机器上几分钟，忙时可达二十分钟；写 docs/data/trl.json
 
 每段计时前后记下 `os.getloadavg()`（机器上可能同时有别的任务，计时有噪声）。
 

@@ -371,3 +371,14 @@ def test_length_lesson_notebook_output_grpo_lengthens_correct_answers_too():
     assert (min(rows["答错", "grpo"]), max(rows["答错", "grpo"])) == (0.23, 0.37)
     assert (min(rows["答对", "grpo"]), max(rows["答对", "grpo"])) == (0.06, 0.29)
     assert all(abs(v) < 0.1 for key in ("答错", "答对") for v in rows[key, "dr_grpo"])
+
+
+def test_length_lesson_seeds_start_far_apart():
+    # tiny-lm.md, 长度一课: “三个种子的起点因此差别很大（种子 1 第 0 步的留出集正确率远高于另外两个）”.
+    import json
+
+    from .pinned import DOCS
+
+    runs = json.loads((DOCS / "data" / "tiny_lm_figures.json").read_text(encoding="utf-8"))["length_lesson"]
+    start = {seed: runs[seed]["dapo"][0]["accuracy"] for seed in runs}
+    assert start["1"] > 10 * max(start["0"], start["2"])
