@@ -36,6 +36,20 @@ def default_config(config_class):
         return config_class(output_dir=tempfile.mkdtemp(prefix="rlhf_toy_claims_"), use_cpu=True, report_to="none")
 
 
+def trainer_mixed_precision(args) -> str:
+    """The mixed precision accelerate actually runs with for these `TrainingArguments` (e.g. `"bf16"` on CPU):
+    a plain transformers `Trainer` built on a one-layer Qwen2, nothing trained."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM, Trainer
+
+    qwen2 = Qwen2Config(
+        vocab_size=16, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+        num_key_value_heads=2,
+    )  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return Trainer(model=Qwen2ForCausalLM(qwen2), args=args).accelerator.mixed_precision
+
+
 def assert_refuses_cpu_only_machine_without_use_cpu(config_class):
     """On a CPU-only machine TRL's config raises unless `use_cpu=True`; with it, bf16 stays on (pages: “只有 CPU 的机器上，
     默认配置不设 use_cpu=True 就报错；设了之后按 bf16 自动混合精度跑”). Skips where a GPU or MPS device exists."""

@@ -9,7 +9,14 @@ import textwrap
 import pytest
 from trl import GRPOTrainer, RLOOConfig, RLOOTrainer
 
-from .pinned import assert_refuses_cpu_only_machine_without_use_cpu, config, default_config, module_source, source
+from .pinned import (
+    assert_refuses_cpu_only_machine_without_use_cpu,
+    config,
+    default_config,
+    module_source,
+    source,
+    trainer_mixed_precision,
+)
 
 
 def test_rloo_config_defaults():
@@ -23,21 +30,10 @@ def test_rloo_config_defaults():
 def test_rloo_config_inherits_decay_clipping_bf16_and_checkpointing():
     # policy-gradient.md table row 优化: “学习率线性衰减到 0，梯度的全局范数截断在 1.0，bf16 混合精度（use_cpu=True 时仍按 bf16 自动混合精度跑），
     # 梯度检查点”; and “w_i 的值是 1（TRL 默认的 bf16 下只差两次前向的 bf16 舍入）”.
-    import warnings
-
-    from transformers import Qwen2Config, Qwen2ForCausalLM, Trainer
-
     args = config(RLOOConfig)
     assert args.lr_scheduler_type == "linear" and args.max_grad_norm == 1.0
     assert args.bf16 is True and args.gradient_checkpointing is True
-    qwen2 = Qwen2Config(
-        vocab_size=16, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
-        num_key_value_heads=2,
-    )  # fmt: skip
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        trainer = Trainer(model=Qwen2ForCausalLM(qwen2), args=args)
-    assert trainer.accelerator.mixed_precision == "bf16"  # use_cpu=True, and still bf16 autocast
+    assert trainer_mixed_precision(args) == "bf16"  # use_cpu=True, and still bf16 autocast
 
 
 def test_rloo_default_config_refuses_a_cpu_only_machine_without_use_cpu():

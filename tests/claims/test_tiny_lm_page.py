@@ -9,7 +9,13 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 from trl import GRPOConfig, GRPOTrainer
 from trl.trainer.utils import add_fused_lm_head
 
-from .pinned import assert_refuses_cpu_only_machine_without_use_cpu, config, default_config, source
+from .pinned import (
+    assert_refuses_cpu_only_machine_without_use_cpu,
+    config,
+    default_config,
+    source,
+    trainer_mixed_precision,
+)
 
 
 def test_chapter_config_is_trl_default():
@@ -279,22 +285,11 @@ def test_trl_optimizer_defaults_differ_from_the_chapter_loop():
 def test_grpo_config_turns_on_bf16_and_gradient_checkpointing():
     # tiny-lm.md, 框“优化器”: “TRL 的 GRPOConfig 还改了两个默认：bf16=True（use_cpu=True 时按 bf16 自动混合精度跑），
     # gradient_checkpointing 默认设为 True；本章全程 float32”.
-    import warnings
-
-    from transformers import Trainer
-
     from rlhf_toy.tasks.addition import AdditionTask
 
     args = config(GRPOConfig)
     assert args.bf16 is True and args.gradient_checkpointing is True
-    qwen2 = Qwen2Config(
-        vocab_size=16, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
-        num_key_value_heads=2,
-    )  # fmt: skip
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        trainer = Trainer(model=Qwen2ForCausalLM(qwen2), args=args)
-    assert trainer.accelerator.mixed_precision == "bf16"
+    assert trainer_mixed_precision(args) == "bf16"
     policy = AdditionTask(seed=0).make_policy()
     assert {p.dtype for p in policy.parameters()} == {torch.float32}  # the chapter's model stays float32
 
