@@ -22,6 +22,7 @@ import os
 import re
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -151,12 +152,13 @@ def _fingerprint_lines(text: str) -> dict[str, str]:
     A module's forward hook fires more than once per step, so a repeated name gets its occurrence: `name [2]`.
     """
     lines: dict[str, str] = {}
+    seen: Counter[str] = Counter()
     for line in text.splitlines():
         if line.strip() and not line.startswith("#"):
             head, digest = line.rsplit(None, 1)
             name = head.rsplit("(", 1)[0].strip() if head.rstrip().endswith(")") else head.strip()
-            seen = sum(1 for key in lines if key == name or key.startswith(f"{name} ["))
-            lines[name if seen == 0 else f"{name} [{seen + 1}]"] = digest
+            seen[name] += 1
+            lines[name if seen[name] == 1 else f"{name} [{seen[name]}]"] = digest
     return lines
 
 
