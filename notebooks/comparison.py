@@ -41,7 +41,7 @@ import rlhf_toy  # noqa: E402, F401
 # 末几位可能不同，因为训练会把最后一位的舍入差别一步步放大。
 
 # %%
-from rlhf_toy.experiments.compare import OFFLINE, Budget, run_comparison, run_offline_sweep, summarize
+from rlhf_toy.studies.comparison import OFFLINE, Budget, run_comparison, run_offline_sweep, summarize
 
 budget = Budget()
 rows = run_comparison(seeds=[0, 1], budget=budget)
@@ -83,7 +83,7 @@ plt.show()
 # 注意右图里 PPO 的轨迹在真实奖励上高过虚线：虚线是“代理奖励减 β·KL”的最优解，不是“真实奖励对 KL”的前沿（见正文）。
 
 # %%
-from rlhf_toy.experiments.overoptimisation import early_stop, make_setup, optimum_curve, peak, run_overoptimisation
+from rlhf_toy.studies.overoptimisation import early_stop, make_setup, optimum_curve, peak, run_overoptimisation
 
 optimum = optimum_curve(make_setup(0), [10, 5, 3, 2, 1.5, 1, 0.7, 0.5, 0.3, 0.2, 0.1, 0.05, 0.02])
 runs = {beta: run_overoptimisation("ppo", beta=beta, seed=0, steps=25) for beta in (0.0, 1.0)}
@@ -109,7 +109,7 @@ plt.show()
 # 每种常见故障一个可复现的配置。注意 `swapped_pairs`：DPO 自己的 `rewards/margins` 照样变大（下面打印出来），只有真实奖励（图）揭穿它。
 
 # %%
-from rlhf_toy.experiments.health import BROKEN, initial_success, run_broken
+from rlhf_toy.studies.health import BROKEN, initial_success, run_broken
 
 histories = {name: run_broken(name, seed=0) for name in BROKEN}
 swapped = histories["swapped_pairs"]

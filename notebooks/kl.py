@@ -45,7 +45,7 @@ import matplotlib.pyplot as plt
 import torch
 
 from rlhf_toy import BanditTask, TablePolicy, kl_estimate
-from rlhf_toy.kl_study import (
+from rlhf_toy.studies.kl_estimators import (
     categorical_log_ratios,
     estimator_stats,
     exact_kl,

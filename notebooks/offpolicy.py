@@ -42,9 +42,9 @@ import torch
 from rlhf_toy.demos.distillation import run_distill
 from rlhf_toy.demos.offpolicy import bandit_curves, bias_vs_cap, bias_vs_staleness, demo_mismatch
 from rlhf_toy.demos.tools import demo_rollout, demo_train  # noqa: F401 - demo_train 见最后一部分的说明
-from rlhf_toy.distill_modes import bimodal_teacher, fit_student, mode_masses
+from rlhf_toy.studies.forward_reverse_kl import bimodal_teacher, fit_student, mode_masses
 from rlhf_toy.exercises import check_importance_weights
-from rlhf_toy.importance import IS_MODES, importance_weights
+from rlhf_toy.estimators.importance import IS_MODES, importance_weights
 from rlhf_toy.tasks.calculator import CalculatorTask, render
 
 # %% [markdown]

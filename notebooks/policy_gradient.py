@@ -43,7 +43,7 @@ import matplotlib.pyplot as plt
 import torch
 
 from rlhf_toy import BanditTask, RLOOConfig, TablePolicy, train_rloo
-from rlhf_toy.gradient_stats import policy_gradient_stats
+from rlhf_toy.studies.gradient_variance import policy_gradient_stats
 from rlhf_toy.train.reinforce import ReinforceConfig, train_reinforce
 
 torch.set_num_threads(1)  # 张量都很小：多线程只增加开销（机器繁忙时尤其明显）

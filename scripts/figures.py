@@ -154,7 +154,7 @@ def overview_optimum(path: Path) -> None:
     """一个提示词上的 π_ref 与几个 β 下的闭式最优解 π* ∝ π_ref·exp(r/β)。"""
     import matplotlib.pyplot as plt
 
-    from rlhf_toy.kl_study import reverse_kl_optimum
+    from rlhf_toy.studies.kl_estimators import reverse_kl_optimum
 
     task, policy = bandit()
     ref_logps = F.log_softmax(policy.frozen_copy().logits[0], -1).double()  # 提示词 0
@@ -180,7 +180,7 @@ def overview_optimum(path: Path) -> None:
 def policy_gradient_estimates(path: Path) -> None:
     """单批梯度估计 ĝ 在真实梯度 g 周围的散布：无基线与 RLOO，奖励加 0 与加 1。"""
     from rlhf_toy import reinforce_loss
-    from rlhf_toy.gradient_stats import expected_reward
+    from rlhf_toy.studies.gradient_variance import expected_reward
     from rlhf_toy.train.reinforce import reinforce_advantages
 
     task, policy = bandit()
@@ -607,7 +607,7 @@ def grpo_variants_length(path: Path) -> None:
 
 def kl_estimators(path: Path) -> None:
     """k1、k2、k3 的偏差与标准差（相对真值）随两个分布的距离变化：老虎机第 0 个提示词，精确求和。"""
-    from rlhf_toy.kl_study import estimator_stats, exact_kl
+    from rlhf_toy.studies.kl_estimators import estimator_stats, exact_kl
 
     task, policy = bandit()
     ref_logps = policy.logits[0].detach().double().log_softmax(-1)
@@ -640,7 +640,7 @@ def kl_optima(path: Path) -> None:
     """两种最优解给正确回答的概率随 β 变化：π*（反向 KL）与 π†（正向 KL，k3 进损失）。"""
     import matplotlib.pyplot as plt
 
-    from rlhf_toy.kl_study import forward_kl_optimum, reverse_kl_optimum
+    from rlhf_toy.studies.kl_estimators import forward_kl_optimum, reverse_kl_optimum
 
     task, policy = bandit()
     ref_logps = policy.logits[0].detach().double().log_softmax(-1)
@@ -670,7 +670,7 @@ TINY_LM_HASHED = [
     "train/sft.py",
     "losses/grpo.py",
     "losses/aggregate.py",
-    "advantages.py",
+    "estimators/advantages.py",
 ]
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from rlhf_toy.experiments.compare import (  # noqa: E402
+from rlhf_toy.studies.comparison import (  # noqa: E402
     OFFLINE,
     Budget,
     budget_dict,
@@ -29,8 +29,8 @@ from rlhf_toy.experiments.compare import (  # noqa: E402
     run_offline_sweep,
     summarize,
 )
-from rlhf_toy.experiments.health import BROKEN, run_broken  # noqa: E402
-from rlhf_toy.experiments.overoptimisation import (  # noqa: E402
+from rlhf_toy.studies.health import BROKEN, run_broken  # noqa: E402
+from rlhf_toy.studies.overoptimisation import (  # noqa: E402
     early_stop,
     make_setup,
     optimum_curve,
@@ -44,12 +44,15 @@ FIGURES = {"comparison": ROOT / "docs" / "data" / "comparison.svg", "overopt": R
 # No creation date or matplotlib version in the file, so an unchanged figure is byte-identical.
 SVG_METADATA = {"Date": None, "Creator": None}
 HASHED = [
-    "experiments",
+    "studies/comparison.py",
+    "studies/overoptimisation.py",
+    "studies/health.py",
+    "demos/comparison.py",
     "train",
     "losses",
-    "advantages.py",
-    "kl.py",
-    "rewards.py",
+    "estimators/advantages.py",
+    "estimators/kl.py",
+    "estimators/rewards.py",
     "policies/table.py",
     "tasks/bandit.py",
     "models",

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from rlhf_toy import BanditTask, TablePolicy
-from rlhf_toy.experiments.compare import (
+from rlhf_toy.studies.comparison import (
     ALGORITHMS,
     Budget,
     reference_preference_pairs,
@@ -21,8 +21,8 @@ from rlhf_toy.experiments.compare import (
     samples_to_target,
     summarize,
 )
-from rlhf_toy.experiments.health import BROKEN, initial_success, run_broken
-from rlhf_toy.experiments.overoptimisation import (
+from rlhf_toy.studies.health import BROKEN, initial_success, run_broken
+from rlhf_toy.studies.overoptimisation import (
     biased_preference_pairs,
     early_stop,
     make_setup,

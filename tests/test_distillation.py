@@ -10,17 +10,17 @@ import torch
 
 from rlhf_toy._code_hash import sources_hash
 from rlhf_toy.demos.distillation import SOURCES, run_modes
-from rlhf_toy.distill_modes import bimodal_teacher, discretised_gaussian, fit_student, mode_masses
-from rlhf_toy.distillation import (
+from rlhf_toy.losses.distillation import (
     divergence_loss,
     generalized_jsd,
     onpolicy_distillation_loss,
     reverse_kl_advantages,
     token_kl,
 )
-from rlhf_toy.kl_study import exact_kl
+from rlhf_toy.studies.forward_reverse_kl import bimodal_teacher, discretised_gaussian, fit_student, mode_masses
+from rlhf_toy.studies.kl_estimators import exact_kl
 from rlhf_toy.tasks.addition import EOS, AdditionTask, encode
-from rlhf_toy.teachers import ExactAdderTeacher
+from rlhf_toy.tasks.teachers import ExactAdderTeacher
 
 CACHE = Path(__file__).resolve().parents[1] / "docs" / "data" / "distillation.json"
 

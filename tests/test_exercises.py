@@ -231,7 +231,7 @@ def _reward_from_text(completions, a, b, **kwargs):
 
 def _is_zero_for_empty_rows(logps, sampler_logps, mask, mode="sequence_mask", clip_max=3.0, clip_min=None):
     """Gives a row without any token weight 0 ("nothing was sampled, nothing to correct")."""
-    from rlhf_toy.importance import importance_weights
+    from rlhf_toy.estimators.importance import importance_weights
 
     weights = importance_weights(logps, sampler_logps, mask, mode, clip_max, clip_min)
     return weights * (mask.sum(dim=-1, keepdim=True) > 0)

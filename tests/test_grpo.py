@@ -459,7 +459,7 @@ def test_expected_grpo_gradient_vanishes_at_the_stationary_point():
     # docs/grpo.md “运行结果”：驻点是系数 β/c(p) 的正向 KL 最优解（自洽地解）。在每个提示词的驻点上，
     # grpo_loss（同策略、loss_type="grpo"、k3 进损失）对 y ~ π 的精确期望梯度（样本看成固定）为 0；
     # 第 1 章的 π* 不是驻点。并核对页面打印的 β = 0.4、种子 0 的平均 0.8322。
-    from rlhf_toy.kl_study import forward_kl_optimum, reverse_kl_optimum
+    from rlhf_toy.studies.kl_estimators import forward_kl_optimum, reverse_kl_optimum
 
     beta = 0.4
     torch.manual_seed(0)

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from rlhf_toy import BanditTask, TablePolicy, importance_corrected_k3, kl_estimate
-from rlhf_toy.kl_study import exact_kl_gradient, expected_kl_gradient, per_sample_kl_gradients
+from rlhf_toy.studies.kl_estimators import exact_kl_gradient, expected_kl_gradient, per_sample_kl_gradients
 
 # 一个 5 类的小分布：q = π_θ（采样分布），p = π_ref
 Q = [0.05, 0.10, 0.20, 0.25, 0.40]

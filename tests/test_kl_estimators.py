@@ -12,8 +12,8 @@ import re
 import pytest
 import torch
 
-from rlhf_toy.kl import importance_corrected_k3, kl_estimate
-from rlhf_toy.kl_study import (
+from rlhf_toy.estimators.kl import importance_corrected_k3, kl_estimate
+from rlhf_toy.studies.kl_estimators import (
     categorical_log_ratios,
     estimator_stats,
     exact_kl,

@@ -11,14 +11,15 @@ import torch
 
 from rlhf_toy._code_hash import sources_hash
 from rlhf_toy.demos import offpolicy as demo
-from rlhf_toy.importance import (
+from rlhf_toy.estimators.importance import (
     IS_MODES,
     effective_sample_size,
     importance_metrics,
     importance_weights,
     off_policy_sequence_mask,
 )
-from rlhf_toy.offpolicy_study import (
+from rlhf_toy.rollout.samplers import bf16_copy, bf16_logps, temperature_logps, top_k_logps, top_p_logps
+from rlhf_toy.studies.offpolicy import (
     CORRECTIONS,
     expected_update,
     on_policy_gradient,
@@ -26,7 +27,6 @@ from rlhf_toy.offpolicy_study import (
     stale_training,
     update_variance,
 )
-from rlhf_toy.samplers import bf16_copy, bf16_logps, temperature_logps, top_k_logps, top_p_logps
 
 CACHE = Path(__file__).resolve().parents[1] / "docs" / "data" / "offpolicy.json"
 
@@ -290,7 +290,7 @@ def test_train_offpolicy_grpo_runs_and_logs_trl_metrics():
 
 
 def test_bias_splits_into_length_and_cosine():
-    from rlhf_toy.offpolicy_study import bias
+    from rlhf_toy.studies.offpolicy import bias
 
     g = torch.tensor([3.0, 4.0], dtype=torch.float64)
     b = bias(2 * g, g)  # same direction, twice as long

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from rlhf_toy import BanditTask, RLOOConfig, TablePolicy, reinforce_loss, rloo_advantages, train_rloo
-from rlhf_toy.gradient_stats import expected_reward, policy_gradient_stats
+from rlhf_toy.studies.gradient_variance import expected_reward, policy_gradient_stats
 from rlhf_toy.train.reinforce import ReinforceConfig, reinforce_advantages, train_reinforce
 
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from rlhf_toy.advantages import group_advantages
-from rlhf_toy.best_of_n import best_of_n_probs, kl_upper_bound
-from rlhf_toy.dapo import soft_overlong_punishment
-from rlhf_toy.pass_at_k import mean_pass_at_k, pass_at_k
+from rlhf_toy.estimators.advantages import group_advantages
+from rlhf_toy.estimators.overlong import soft_overlong_punishment
+from rlhf_toy.estimators.pass_at_k import mean_pass_at_k, pass_at_k
+from rlhf_toy.rollout.best_of_n import best_of_n_probs, kl_upper_bound
 from rlhf_toy.tasks.addition import decode
 from rlhf_toy.tasks.scratchpad import (
     ScratchpadAdditionTask,

@@ -12,12 +12,12 @@ import torch.nn.functional as F
 
 from rlhf_toy._code_hash import sources_hash
 from rlhf_toy.demos import tools as demo
-from rlhf_toy.kl import kl_estimate
+from rlhf_toy.estimators.kl import kl_estimate
 from rlhf_toy.losses.grpo import grpo_loss
 from rlhf_toy.policies.transformer import TinyTransformerPolicy
+from rlhf_toy.rollout.multi_turn import tool_rollout
 from rlhf_toy.tasks.addition import EOS, PAD, encode
 from rlhf_toy.tasks.calculator import CALL, END_RES, RES, VOCAB, CalculatorTask, calculator, render
-from rlhf_toy.tools_rollout import tool_rollout
 from rlhf_toy.train.tool_grpo import ToolGRPOConfig, tool_loss_mask, train_tool_grpo
 
 CACHE = Path(__file__).resolve().parents[1] / "docs" / "data" / "tools.json"

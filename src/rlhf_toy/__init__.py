@@ -9,10 +9,12 @@ from rlhf_toy.numerics import pin_numerics
 
 pin_numerics()
 
-from rlhf_toy.advantages import gae_advantages, group_advantages, rloo_advantages, whiten
-from rlhf_toy.dapo import dynamic_sampling_mask, soft_overlong_punishment
-from rlhf_toy.entropy import entropy_from_logits
-from rlhf_toy.kl import importance_corrected_k3, kl_estimate
+from rlhf_toy.estimators.advantages import gae_advantages, group_advantages, rloo_advantages, whiten
+from rlhf_toy.estimators.dynamic_sampling import dynamic_sampling_mask
+from rlhf_toy.estimators.entropy import entropy_from_logits
+from rlhf_toy.estimators.kl import importance_corrected_k3, kl_estimate
+from rlhf_toy.estimators.overlong import soft_overlong_punishment
+from rlhf_toy.estimators.rewards import kl_penalized_rewards
 from rlhf_toy.losses import (
     aggregate_loss,
     bradley_terry_loss,
@@ -27,7 +29,6 @@ from rlhf_toy.losses import (
 )
 from rlhf_toy.models import TableRewardModel, TableValueModel
 from rlhf_toy.policies import Policy, TablePolicy
-from rlhf_toy.rewards import kl_penalized_rewards
 from rlhf_toy.tasks import BanditTask
 from rlhf_toy.train import (
     DPOConfig,

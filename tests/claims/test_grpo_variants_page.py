@@ -242,7 +242,7 @@ def test_trl_delta_is_verl_dual_clip():
 def test_verl_overlong_buffer_config_keys():
     # grpo-variants.md table row 软超长惩罚, verl column: “reward.reward_manager.name=dapo，reward.reward_kwargs.overlong_buffer_cfg.
     # {enable,len,penalty_factor} 与 reward.reward_kwargs.max_resp_len（… verl 0.9.1 把 reward_model.reward_kwargs 迁移到
-    # reward.reward_kwargs）” and “软超长惩罚在 verl 里没有下限”; also the docstring of rlhf_toy.dapo.soft_overlong_punishment,
+    # reward.reward_kwargs）” and “软超长惩罚在 verl 里没有下限”; also the docstring of rlhf_toy.estimators.overlong.soft_overlong_punishment,
     # shown on the page: “verl 0.9.1 的 reward.reward_kwargs.overlong_buffer_cfg（len = L_cache，penalty_factor = 1，另设
     # reward.reward_kwargs.max_resp_len = L_max；旧配方写作 reward_model.overlong_buffer）”.
     # verl.experimental.reward_loop imports aiohttp at package import, which the claim tests do not install: read the files.

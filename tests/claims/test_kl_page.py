@@ -11,7 +11,7 @@ from verl.trainer.config import AlgoConfig
 from verl.workers.config import ActorConfig
 
 from rlhf_toy import BanditTask, TablePolicy, importance_corrected_k3, kl_estimate
-from rlhf_toy.kl_study import exact_kl
+from rlhf_toy.studies.kl_estimators import exact_kl
 
 from .pinned import default_config, module_exists, module_source, source
 

@@ -200,7 +200,7 @@ def test_trl_iw_opd_trainer_is_the_sampled_token_estimator():
     import torch
     from trl.experimental.iw_opd import IWOPDConfig, IWOPDTrainer
 
-    from rlhf_toy.distillation import onpolicy_distillation_loss
+    from rlhf_toy.losses.distillation import onpolicy_distillation_loss
 
     f = fields(IWOPDConfig)
     assert (f["lmbda"], f["distillation_objective"], f["iw_opd_gamma"]) == (1.0, "iw_opd", 0.5)

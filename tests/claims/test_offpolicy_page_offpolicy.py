@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from trl import GRPOConfig, GRPOTrainer
 
-from rlhf_toy.importance import IS_MODES
+from rlhf_toy.estimators.importance import IS_MODES
 
 from .pinned import config, default_config, module_source, source
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 from trl.trainer.distillation_trainer import _chunked_divergence_loss
 
-from rlhf_toy.distillation import divergence_loss
+from rlhf_toy.losses.distillation import divergence_loss
 
 from .same_inputs import assert_same
 

@@ -11,7 +11,7 @@ import pytest
 import verl.trainer.ppo.core_algos as core_algos
 from verl.workers.config import DistillationLossConfig
 
-from rlhf_toy.distillation import onpolicy_distillation_loss, reverse_kl_advantages
+from rlhf_toy.losses.distillation import onpolicy_distillation_loss, reverse_kl_advantages
 
 from .same_inputs import DTYPES, SEEDS, assert_same, token_batch
 

@@ -14,7 +14,7 @@ import torch
 from trl import GRPOTrainer
 from verl.trainer.ppo.rollout_corr_helper import SAFETY_BOUND, compute_rollout_correction_weights
 
-from rlhf_toy.importance import effective_sample_size, importance_weights, off_policy_sequence_mask
+from rlhf_toy.estimators.importance import effective_sample_size, importance_weights, off_policy_sequence_mask
 
 from .same_inputs import DTYPES, SEEDS, assert_same, right_padded_mask
 

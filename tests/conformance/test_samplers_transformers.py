@@ -7,7 +7,7 @@ import pytest
 import torch
 from transformers.generation.logits_process import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
-from rlhf_toy.samplers import top_k_logps, top_p_logps
+from rlhf_toy.rollout.samplers import top_k_logps, top_p_logps
 
 from .same_inputs import SEEDS
 

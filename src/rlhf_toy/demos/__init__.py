@@ -14,7 +14,7 @@ from rlhf_toy.demos.tiny_lm import run_tiny_lm  # noqa: E402 - 第 9 章，追�
 DEMOS["tiny-lm"] = run_tiny_lm
 __all__ += ["run_tiny_lm"]
 
-from rlhf_toy.experiments.demo import run_compare  # noqa: E402 - 第 8 章
+from rlhf_toy.demos.comparison import run_compare  # noqa: E402 - 第 8 章
 
 DEMOS["compare"] = run_compare
 __all__ += ["run_compare"]

@@ -18,21 +18,21 @@ from typing import Any
 import torch
 
 from rlhf_toy._threads import single_thread
-from rlhf_toy.distill_modes import bimodal_teacher, fit_student, mode_masses
+from rlhf_toy.studies.forward_reverse_kl import bimodal_teacher, fit_student, mode_masses
 from rlhf_toy.tasks.addition import EOS, AdditionTask, encode
-from rlhf_toy.teachers import ExactAdderTeacher
+from rlhf_toy.tasks.teachers import ExactAdderTeacher
 from rlhf_toy.train.distill import DistillConfig, train_onpolicy_distillation, train_teacher_sft
 
 # --8<-- [end:imports]
 
 SOURCES = (
-    "distillation.py",
-    "distill_modes.py",
-    "teachers.py",
+    "losses/distillation.py",
+    "studies/forward_reverse_kl.py",
+    "tasks/teachers.py",
     "train/distill.py",
     "demos/distillation.py",
-    "kl_study.py",
-    "kl.py",
+    "studies/kl_estimators.py",
+    "estimators/kl.py",
     "losses/aggregate.py",
     "policies/transformer.py",
     "tasks/addition.py",

@@ -13,7 +13,8 @@ import torch
 from torch import Tensor
 
 from rlhf_toy._threads import single_thread
-from rlhf_toy.offpolicy_study import (
+from rlhf_toy.rollout.samplers import bf16_logps, temperature_logps, top_k_logps, top_p_logps
+from rlhf_toy.studies.offpolicy import (
     CORRECTIONS,
     bias,
     expected_update,
@@ -21,15 +22,14 @@ from rlhf_toy.offpolicy_study import (
     stale_training,
     update_variance,
 )
-from rlhf_toy.samplers import bf16_logps, temperature_logps, top_k_logps, top_p_logps
 from rlhf_toy.tasks.bandit import BanditTask
 
 # --8<-- [end:imports]
 
 SOURCES = (
-    "importance.py",
-    "samplers.py",
-    "offpolicy_study.py",
+    "estimators/importance.py",
+    "rollout/samplers.py",
+    "studies/offpolicy.py",
     "train/offpolicy_grpo.py",
     "demos/offpolicy.py",
     "demos/tiny_lm.py",
@@ -37,7 +37,7 @@ SOURCES = (
     "tasks/addition.py",
     "train/sft.py",
     "losses",
-    "advantages.py",
+    "estimators/advantages.py",
 )
 STALENESS = (0, 1, 2, 4, 8, 16)
 CURVE_STALENESS = (0, 1, 4, 16)
@@ -203,7 +203,7 @@ def transformer_curves(
         `{"k=<k>/<模式或 none>[/clip_min=…,clip_max=…][/temperature=…]": [{"step", "accuracy", "reward", ...}, ...]}`。
     """
     from rlhf_toy.demos.tiny_lm import warm_start
-    from rlhf_toy.importance import IS_MODES
+    from rlhf_toy.estimators.importance import IS_MODES
     from rlhf_toy.train.offpolicy_grpo import OffPolicyGRPOConfig, train_offpolicy_grpo
 
     task, start = warm_start(seed)

@@ -19,12 +19,12 @@ import torch
 from torch import Tensor
 
 from rlhf_toy._threads import single_thread
-from rlhf_toy.best_of_n import best_of_n_probs, kl_upper_bound
-from rlhf_toy.experiments.overoptimisation import make_setup
-from rlhf_toy.pass_at_k import mean_pass_at_k
+from rlhf_toy.estimators.pass_at_k import mean_pass_at_k
 from rlhf_toy.policies import TablePolicy
 from rlhf_toy.policies.table import exact_kl
 from rlhf_toy.policies.transformer import TinyTransformerPolicy
+from rlhf_toy.rollout.best_of_n import best_of_n_probs, kl_upper_bound
+from rlhf_toy.studies.overoptimisation import make_setup
 from rlhf_toy.tasks.addition import PAD, encode, shapes
 from rlhf_toy.tasks.scratchpad import ScratchpadAdditionTask, accuracy_reward, format_reward, parse_completion
 from rlhf_toy.train.grpo import GRPOConfig, train_grpo

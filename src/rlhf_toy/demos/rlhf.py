@@ -12,10 +12,10 @@ from torch import Tensor
 
 from rlhf_toy._threads import single_thread
 from rlhf_toy.demos.bandit import N_ANSWERS, N_PROMPTS, bandit_setup
-from rlhf_toy.gradient_stats import policy_gradient_stats
 from rlhf_toy.models import TableRewardModel, TableValueModel
 from rlhf_toy.policies import TablePolicy
 from rlhf_toy.policies.table import exact_kl
+from rlhf_toy.studies.gradient_variance import policy_gradient_stats
 from rlhf_toy.tasks import BanditTask
 from rlhf_toy.train.ppo import PPOConfig, train_ppo
 from rlhf_toy.train.reinforce import ReinforceConfig, RLOOConfig, train_reinforce, train_rloo

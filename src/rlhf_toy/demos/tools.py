@@ -17,9 +17,9 @@ import torch
 
 from rlhf_toy._threads import single_thread
 from rlhf_toy.policies.transformer import TinyTransformerPolicy, completion_mask
+from rlhf_toy.rollout.multi_turn import tool_rollout
 from rlhf_toy.tasks.addition import EOS, PAD
 from rlhf_toy.tasks.calculator import CalculatorTask, render
-from rlhf_toy.tools_rollout import tool_rollout
 from rlhf_toy.train.sft import SFTConfig, train_sft
 from rlhf_toy.train.tool_grpo import ToolGRPOConfig, tool_loss_mask, train_tool_grpo
 
@@ -29,13 +29,13 @@ SOURCES = (
     "demos/tools.py",
     "tasks/calculator.py",
     "tasks/addition.py",
-    "tools_rollout.py",
+    "rollout/multi_turn.py",
     "train/tool_grpo.py",
     "train/sft.py",
     "policies/transformer.py",
     "losses",
-    "advantages.py",
-    "kl.py",
+    "estimators/advantages.py",
+    "estimators/kl.py",
 )
 P_CALL = 0.25  # SFT 示范里调用工具的比例：热启动后策略有时调用、有时直接答，强化学习才有得选
 SEEDS = (0, 1, 2)

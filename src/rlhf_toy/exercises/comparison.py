@@ -8,7 +8,7 @@ from typing import Any
 import torch
 
 from rlhf_toy.exercises._core import Case, CheckResult, Exercise, Mistake, run_check, tensor_output
-from rlhf_toy.kl_study import reverse_kl_optimum
+from rlhf_toy.studies.kl_estimators import reverse_kl_optimum
 
 
 def _cases() -> tuple[Case, ...]:
@@ -69,7 +69,7 @@ def check_reverse_kl_optimum(your_fn: Callable[..., Any], *, verbose: bool = Tru
     r"""检查读者写的 `reverse_kl_optimum(ref_logps, rewards, beta)`：KL 正则目标的精确最优解 $\log\pi^*_\beta$（第 8 章）。
 
     用例：两个 $\beta$、奖励整体平移、$\beta = 0.01$ 的 0/1 奖励（朴素写法会溢出）、$\beta = 1000$；比较返回的
-    $\log\pi^*$（参考实现是 [`reverse_kl_optimum`][rlhf_toy.kl_study.reverse_kl_optimum]）。
+    $\log\pi^*$（参考实现是 [`reverse_kl_optimum`][rlhf_toy.studies.kl_estimators.reverse_kl_optimum]）。
 
     Args:
         your_fn: 读者的函数；`ref_logps`、`rewards` 形状 `(P, V)`（每行一个提示词），返回同形状的 $\log\pi^*$。

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from rlhf_toy.advantages import group_advantages
+from rlhf_toy.estimators.advantages import group_advantages
 from rlhf_toy.exercises._core import Case, CheckResult, Exercise, Mistake, run_check, tensor_output
 
 
@@ -121,7 +121,7 @@ def check_group_advantages(your_fn: Callable[..., Any], *, verbose: bool = True)
 
     用例：两组随机奖励、0/1 奖励、组内奖励全相同（允许 1e-3 的舍入误差：TRL 那样不特殊处理也能通过）、
     `scale_rewards` 的另两种取值、`eps = 0.1`、$G = 1$；比较值（参考实现是
-    [`group_advantages`][rlhf_toy.advantages.group_advantages]）。
+    [`group_advantages`][rlhf_toy.estimators.advantages.group_advantages]）。
 
     Args:
         your_fn: 读者的函数；`rewards` 形状 `(B,)`，同组的回答相邻；返回形状 `(B,)`。

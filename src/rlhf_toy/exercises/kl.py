@@ -7,8 +7,8 @@ from typing import Any
 
 import torch
 
+from rlhf_toy.estimators.kl import kl_estimate
 from rlhf_toy.exercises._core import Case, CheckResult, Exercise, Mistake, run_check, tensor_output
-from rlhf_toy.kl import kl_estimate
 
 GRAD = ("logps",)
 
@@ -121,7 +121,7 @@ def check_kl_estimate(your_fn: Callable[..., Any], *, verbose: bool = True) -> C
 
     用例：三个估计量在随机对数概率上、策略等于参考模型、只给值限幅、两种限幅一起用在 $d = 100$ 的填充位置上
     （只给值限幅时梯度是 NaN）；比较逐 token 的值与 $\partial\sum\mathrm{kl}/\partial$`logps`（参考实现是
-    [`kl_estimate`][rlhf_toy.kl.kl_estimate]）。
+    [`kl_estimate`][rlhf_toy.estimators.kl.kl_estimate]）。
 
     Args:
         your_fn: 读者的函数；`logps`、`ref_logps` 形状 `(B, T)`，返回同形状的逐 token 估计。

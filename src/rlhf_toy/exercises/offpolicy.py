@@ -8,8 +8,8 @@ from typing import Any
 
 import torch
 
+from rlhf_toy.estimators.importance import importance_weights
 from rlhf_toy.exercises._core import Case, CheckResult, Exercise, Mistake, run_check, tensor_output
-from rlhf_toy.importance import importance_weights
 
 
 def _cases() -> tuple[Case, ...]:
@@ -114,7 +114,7 @@ def check_importance_weights(your_fn: Callable[..., Any], *, verbose: bool = Tru
 
     用例：四种 `mode`（`token_truncate`、`token_mask`、`sequence_truncate`、`sequence_mask`）、IcePop 式的双侧界、
     填充位置上随意的对数概率、掩码全为 0 的行；比较返回的权重（参考实现是
-    [`importance_weights`][rlhf_toy.importance.importance_weights]，与 TRL 1.16 的 `vllm_importance_sampling_mode` 相同）。
+    [`importance_weights`][rlhf_toy.estimators.importance.importance_weights]，与 TRL 1.16 的 `vllm_importance_sampling_mode` 相同）。
 
     Args:
         your_fn: 读者的函数；`logps`、`sampler_logps`、`mask` 形状 `(B, T)`，返回逐 token 模式 `(B, T)`、序列模式 `(B, 1)` 的权重。

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from rlhf_toy.advantages import rloo_advantages
+from rlhf_toy.estimators.advantages import rloo_advantages
 from rlhf_toy.exercises._core import Case, CheckResult, Exercise, Mistake, run_check, tensor_output
 
 
@@ -88,7 +88,7 @@ def check_rloo_advantages(your_fn: Callable[..., Any], *, verbose: bool = True) 
     r"""检查读者写的 `rloo_advantages(rewards, num_generations)`：RLOO 的留一法优势（第 2 章）。
 
     用例：两组平均相差很大的随机奖励、0/1 奖励、组内奖励全相同、$k = 2$、$k = 1$；比较值
-    （参考实现是 [`rloo_advantages`][rlhf_toy.advantages.rloo_advantages]）。
+    （参考实现是 [`rloo_advantages`][rlhf_toy.estimators.advantages.rloo_advantages]）。
 
     Args:
         your_fn: 读者的函数，签名 `(rewards, num_generations)`：`rewards` 形状 `(B,)`，同组的回答相邻；返回形状 `(B,)`。

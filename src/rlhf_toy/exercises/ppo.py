@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from rlhf_toy.advantages import gae_advantages, whiten
+from rlhf_toy.estimators.advantages import gae_advantages, whiten
 from rlhf_toy.exercises._core import (
     Case,
     CheckResult,
@@ -311,7 +311,7 @@ def check_gae_advantages(your_fn: Callable[..., Any], *, verbose: bool = True) -
 
     读者的函数返回 `(advantages, returns)`，形状都是 `(B, T)`，掩码为 0 的位置为 0。用例：没有填充的三组
     $(\gamma, \lambda)$、右填充（填充处的价值是 9.0）、中间有掩码为 0 的位置、整行掩码为 0、$T = 1$；比较两个输出的值
-    （参考实现是 [`gae_advantages`][rlhf_toy.advantages.gae_advantages]）。
+    （参考实现是 [`gae_advantages`][rlhf_toy.estimators.advantages.gae_advantages]）。
 
     Args:
         your_fn: 读者的函数；`rewards`、`values`、`mask` 形状 `(B, T)`。

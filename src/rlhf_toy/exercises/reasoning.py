@@ -6,8 +6,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from rlhf_toy.estimators.pass_at_k import pass_at_k
 from rlhf_toy.exercises._core import Case, CheckResult, Exercise, Mistake, run_check, tensor_output
-from rlhf_toy.pass_at_k import pass_at_k
 
 
 def _cases() -> tuple[Case, ...]:
@@ -60,7 +60,7 @@ def check_pass_at_k(your_fn: Callable[..., Any], *, verbose: bool = True) -> Che
     r"""检查读者写的 `pass_at_k(n, c, k)`：一道题 pass@k 的无偏估计（第 11 章，Chen et al. 2021 §2.1）。
 
     用例：$k = 1$、中等的 $k$、$c = 0$、$n - c < k$（结果为 1）与 $n = 200$、$k = 64$；比较返回的数（参考实现是
-    [`pass_at_k`][rlhf_toy.pass_at_k.pass_at_k]）。
+    [`pass_at_k`][rlhf_toy.estimators.pass_at_k.pass_at_k]）。
 
     Args:
         your_fn: 读者的函数；`n`、`c`、`k` 是整数，返回 $[0, 1]$ 内的浮点数。

@@ -26,7 +26,7 @@ from rlhf_toy._checks import (
     check_shape,
     shape_str,
 )
-from rlhf_toy.kl import kl_estimate
+from rlhf_toy.estimators.kl import kl_estimate
 from rlhf_toy.losses.aggregate import aggregate_loss, masked_mean
 
 # --8<-- [end:imports]
@@ -155,7 +155,7 @@ def grpo_loss(
     默认值 `beta=0.04` 与 `loss_type="grpo"`（按序列平均）取自 DeepSeekMath 原文；
     TRL 默认值的版本历史见第 6 章“四种汇总方式”表的脚注。
     TRL 1.16.0 的默认是 `beta=0.0`、`loss_type="dapo"`，并且 `use_bias_correction_kl=True`（把 $k_3$ 乘上比率 $w$，
-    见 `rlhf_toy.kl.importance_corrected_k3`）；本函数的 KL 项是原文的 $k_3$，不乘 $w$。
+    见 `rlhf_toy.estimators.kl.importance_corrected_k3`）；本函数的 KL 项是原文的 $k_3$，不乘 $w$。
     代码与注释沿用论文记号：提示词 $q$、回答 $o_i$（章节正文记作 $x$、$y_i$）。
 
     Args:

@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 
 from rlhf_toy._checks import check_detached, check_finite, check_mask, check_ndim, check_nonnegative, check_shape
-from rlhf_toy.kl import kl_estimate
+from rlhf_toy.estimators.kl import kl_estimate
 from rlhf_toy.losses.aggregate import masked_mean
 from rlhf_toy.losses.grpo import clipped_surrogate
 

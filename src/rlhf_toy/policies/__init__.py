@@ -52,7 +52,7 @@ class Policy(Protocol):
             completions: 回答 token，形状 `(B, T)`，整数。
 
         Returns:
-            形状 `(B, T)` 的浮点张量（见 `rlhf_toy.entropy.entropy_from_logits`）。
+            形状 `(B, T)` 的浮点张量（见 `rlhf_toy.estimators.entropy.entropy_from_logits`）。
         """
         ...
 

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from rlhf_toy._checks import check_ndim, check_table_batch
-from rlhf_toy.entropy import entropy_from_logits
+from rlhf_toy.estimators.entropy import entropy_from_logits
 
 # --8<-- [end:imports]
 
@@ -93,7 +93,7 @@ class TablePolicy(nn.Module):
             completions: 回答，形状 `(B, 1)`；只用到它的形状。
 
         Returns:
-            形状 `(B, 1)` 的熵，单位 nat（见 `rlhf_toy.entropy.entropy_from_logits`）。
+            形状 `(B, 1)` 的熵，单位 nat（见 `rlhf_toy.estimators.entropy.entropy_from_logits`）。
 
         Raises:
             ValueError: 形状不符。

@@ -19,7 +19,7 @@ import torch
 from torch import Tensor
 
 from rlhf_toy._checks import check_ndim
-from rlhf_toy.kl import kl_estimate
+from rlhf_toy.estimators.kl import kl_estimate
 from rlhf_toy.losses.aggregate import masked_mean
 from rlhf_toy.policies.transformer import TinyTransformerPolicy
 

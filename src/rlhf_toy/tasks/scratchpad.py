@@ -20,8 +20,8 @@ import torch
 from torch import Tensor
 
 from rlhf_toy._checks import check_ndim
-from rlhf_toy.dapo import soft_overlong_punishment
-from rlhf_toy.kl import kl_estimate
+from rlhf_toy.estimators.kl import kl_estimate
+from rlhf_toy.estimators.overlong import soft_overlong_punishment
 from rlhf_toy.losses.aggregate import masked_mean
 from rlhf_toy.policies.transformer import TinyTransformerPolicy, completion_mask
 from rlhf_toy.tasks.addition import EOS, PAD, AdditionTask, decode, encode
@@ -176,7 +176,7 @@ class ScratchpadAdditionTask(AdditionTask):
 
     训练用的奖励是 $r = r_{\text{acc}} + w_{\text{fmt}}\, r_{\text{fmt}} + R_{\text{length}}$：
     答案奖励、乘以 `format_weight` 的格式奖励，以及（给了 `overlong` 时）DAPO 的软超长惩罚
-    （[`soft_overlong_punishment`][rlhf_toy.dapo.soft_overlong_punishment]，长度是掩码内 token 数，含 EOS）。
+    （[`soft_overlong_punishment`][rlhf_toy.estimators.overlong.soft_overlong_punishment]，长度是掩码内 token 数，含 EOS）。
 
     Args:
         n_digits: 每个操作数最多几位（1–3），也是完整草稿的步数。

@@ -3,7 +3,7 @@ r"""第 12 章的两个蒸馏训练循环：同策略蒸馏（学生采样、教
 两者用同一个学生初值、同一个优化器与学习率、同样的批大小与步数；唯一的差别是谁来**采样**：
 
 * `train_onpolicy_distillation`：学生采 $y\sim\pi_\theta$，教师给每个 token 打分 $\log\pi_T(y_t)$，
-  损失是 [`onpolicy_distillation_loss`][rlhf_toy.distillation.onpolicy_distillation_loss]（逐 token 反向 KL，折扣 0）；
+  损失是 [`onpolicy_distillation_loss`][rlhf_toy.losses.distillation.onpolicy_distillation_loss]（逐 token 反向 KL，折扣 0）；
 * `train_teacher_sft`：教师采 $y\sim\pi_T$，学生在上面做交叉熵（与 `train/sft.py` 的损失同一行），
   期望上就是正向 KL $\mathrm{KL}(\pi_T\|\pi_\theta)$ 加常数。
 
@@ -18,11 +18,11 @@ from dataclasses import dataclass
 
 import torch
 
-from rlhf_toy.distillation import divergence_loss, onpolicy_distillation_loss
 from rlhf_toy.losses.aggregate import masked_mean
+from rlhf_toy.losses.distillation import divergence_loss, onpolicy_distillation_loss
 from rlhf_toy.policies.transformer import TinyTransformerPolicy
 from rlhf_toy.tasks.addition import AdditionTask
-from rlhf_toy.teachers import ExactAdderTeacher
+from rlhf_toy.tasks.teachers import ExactAdderTeacher
 
 # --8<-- [end:imports]
 
@@ -57,7 +57,7 @@ def train_onpolicy_distillation(
     """同策略蒸馏：学生采样，教师打分，逐 token 反向 KL 的优势喂给 REINFORCE。
 
     `full_vocabulary=True` 是对照：同样在学生样本上，但每个位置用全词表的精确反向 KL
-    （[`divergence_loss`][rlhf_toy.distillation.divergence_loss]，`beta=1`，GKD / TRL `DistillationTrainer` 的做法），
+    （[`divergence_loss`][rlhf_toy.losses.distillation.divergence_loss]，`beta=1`，GKD / TRL `DistillationTrainer` 的做法），
     需要教师在每个位置给出整个分布，而不只是采到的那个 token 的对数概率。
 
     Args:

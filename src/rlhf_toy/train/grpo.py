@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 import torch
 
-from rlhf_toy.advantages import group_advantages
-from rlhf_toy.dapo import dynamic_sampling_mask
+from rlhf_toy.estimators.advantages import group_advantages
+from rlhf_toy.estimators.dynamic_sampling import dynamic_sampling_mask
 from rlhf_toy.losses.grpo import grpo_loss
 from rlhf_toy.policies import Policy
 from rlhf_toy.tasks import Task

@@ -5,7 +5,7 @@ r"""异策略 GRPO（第 12 章）：回答由 `staleness` 步之前的策略快
 与第 9 章的 `train_grpo` 相比只多了三件事（那个文件一行没改）：
 
 1. 一个快照队列（`state_dict` 的 `deque`），采样用队首，即 $k$ 步之前的参数；
-2. 采样器可以是温度 / top-k（`rlhf_toy.samplers`），采样时记下它给出的对数概率 `sampler_logps`；
+2. 采样器可以是温度 / top-k（`rlhf_toy.rollout.samplers`），采样时记下它给出的对数概率 `sampler_logps`；
 3. 训练器**重新算**旧策略的对数概率 `old_logps`（当前参数，不带梯度，同 TRL 的 `old_per_token_logps`），
    用 `importance_weights(old_logps, sampler_logps, mask, mode)` 得到权重，乘在逐 token 损失上（TRL 1.16
    `grpo_trainer.py` 的 `per_token_loss = per_token_loss * inputs["importance_sampling_ratio"]`）。
@@ -22,12 +22,12 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from rlhf_toy.advantages import group_advantages
-from rlhf_toy.importance import IS_MODES, effective_sample_size, importance_metrics, importance_weights
+from rlhf_toy.estimators.advantages import group_advantages
+from rlhf_toy.estimators.importance import IS_MODES, effective_sample_size, importance_metrics, importance_weights
 from rlhf_toy.losses.aggregate import aggregate_loss
 from rlhf_toy.losses.grpo import clipped_surrogate
 from rlhf_toy.policies.transformer import TinyTransformerPolicy, completion_mask
-from rlhf_toy.samplers import temperature_logps, top_k_logps
+from rlhf_toy.rollout.samplers import temperature_logps, top_k_logps
 from rlhf_toy.tasks.addition import AdditionTask
 
 # --8<-- [end:imports]

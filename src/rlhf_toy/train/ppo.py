@@ -13,11 +13,11 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from rlhf_toy.advantages import gae_advantages, whiten
+from rlhf_toy.estimators.advantages import gae_advantages, whiten
+from rlhf_toy.estimators.rewards import kl_penalized_rewards
 from rlhf_toy.losses.aggregate import masked_mean
 from rlhf_toy.losses.ppo import entropy_bonus, explained_variance, ppo_policy_loss, ppo_value_loss
 from rlhf_toy.policies import Policy
-from rlhf_toy.rewards import kl_penalized_rewards
 from rlhf_toy.tasks import Task
 
 # --8<-- [end:imports]

@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 
 from rlhf_toy._checks import check_choice
-from rlhf_toy.advantages import group_advantages, rloo_advantages
+from rlhf_toy.estimators.advantages import group_advantages, rloo_advantages
 from rlhf_toy.losses.pg import reinforce_loss
 from rlhf_toy.policies import Policy
 from rlhf_toy.tasks import Task

@@ -20,13 +20,13 @@ import torch
 import torch.nn.functional as F
 
 from rlhf_toy._checks import check_choice, check_mask, check_ndim
-from rlhf_toy.advantages import group_advantages
-from rlhf_toy.kl import kl_estimate
+from rlhf_toy.estimators.advantages import group_advantages
+from rlhf_toy.estimators.kl import kl_estimate
 from rlhf_toy.losses.aggregate import masked_mean
 from rlhf_toy.losses.grpo import grpo_loss
 from rlhf_toy.policies.transformer import TinyTransformerPolicy
+from rlhf_toy.rollout.multi_turn import tool_rollout
 from rlhf_toy.tasks.calculator import CalculatorTask
-from rlhf_toy.tools_rollout import tool_rollout
 
 # --8<-- [end:imports]
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from rlhf_toy.experiments.compare import Budget, run_comparison, summarize
-from rlhf_toy.experiments.overoptimisation import early_stop, peak, run_overoptimisation
+from rlhf_toy.studies.comparison import Budget, run_comparison, summarize
+from rlhf_toy.studies.overoptimisation import early_stop, peak, run_overoptimisation
 
 
 def run_compare(seed: int = 0, quick: bool = False) -> list[dict]:

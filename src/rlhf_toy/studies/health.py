@@ -17,14 +17,14 @@ from collections.abc import Callable
 from torch import Tensor
 
 from rlhf_toy._checks import check_choice
-from rlhf_toy.experiments.compare import (
+from rlhf_toy.studies.comparison import (
     Budget,
     _setup,
     make_evaluator,
     reference_preference_pairs,
     single_thread,
 )
-from rlhf_toy.experiments.overoptimisation import run_overoptimisation
+from rlhf_toy.studies.overoptimisation import run_overoptimisation
 from rlhf_toy.tasks import BanditTask
 from rlhf_toy.train import DPOConfig, GRPOConfig, ReinforceConfig, train_dpo, train_grpo, train_reinforce
 

@@ -10,7 +10,7 @@ $d = \log\pi_{\mathrm{ref}}(y) - \log\pi_\theta(y)$（即 Schulman 的 $\log r$�
   `use_bias_correction_kl=False` 时所用）。
 
 可选的限幅（clamp）与 verl、OpenRLHF 相同；`importance_corrected_k3` 是 DeepSeek-V3.2 的重要性采样修正
-（TRL `use_bias_correction_kl=True`，TRL 1.16.0 的默认）。各估计量放进损失或奖励时的梯度见第 7 章与 `rlhf_toy.kl_study`。
+（TRL `use_bias_correction_kl=True`，TRL 1.16.0 的默认）。各估计量放进损失或奖励时的梯度见第 7 章与 `rlhf_toy.studies.kl_estimators`。
 """
 
 # --8<-- [start:imports]
@@ -101,7 +101,7 @@ def importance_corrected_k3(logps: Tensor, ref_logps: Tensor, old_logps: Tensor 
     异策略时前缀仍来自 $\pi_{old}$，逐 token 的 $w$ 不修正它，所以求和后连值也不再是序列反向 KL 的无偏估计。
     未修正的 k3 只在第 1 个位置上给出序列正向 KL 的梯度，后面的位置按 $\pi_\theta(\text{前缀})/\pi_{\mathrm{ref}}(\text{前缀})$
     重新加权（第 6 章）。
-    同策略时 $w$ 的值为 1，数值与 [`kl_estimate`][rlhf_toy.kl.kl_estimate] 的 k3 相同，只有梯度不同。
+    同策略时 $w$ 的值为 1，数值与 [`kl_estimate`][rlhf_toy.estimators.kl.kl_estimate] 的 k3 相同，只有梯度不同。
 
     Args:
         logps: 当前策略的逐 token 对数概率，形状 `(B, T)`，浮点，带梯度。

@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 
 from rlhf_toy._checks import check_choice, check_finite, check_mask, check_ndim, check_nonnegative, check_shape
-from rlhf_toy.kl import kl_estimate
+from rlhf_toy.estimators.kl import kl_estimate
 
 # --8<-- [end:imports]
 

@@ -24,9 +24,9 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from rlhf_toy._checks import check_choice, check_nonnegative
-from rlhf_toy.experiments.compare import N_ANSWERS, N_PROMPTS, exact_kl, single_thread
 from rlhf_toy.models import TableRewardModel, TableValueModel
 from rlhf_toy.policies import TablePolicy
+from rlhf_toy.studies.comparison import N_ANSWERS, N_PROMPTS, exact_kl, single_thread
 from rlhf_toy.tasks import BanditTask
 from rlhf_toy.train import GRPOConfig, PPOConfig, RewardConfig, train_grpo, train_ppo, train_reward_model
 

@@ -3,7 +3,7 @@ r"""KL 估计量的小型实验台（第 7 章）：精确 KL、估计量的偏�
 全部在类别分布（categorical）上精确计算：回答只有 $V$ 个，期望就是对支撑集求和，不需要采样，结果是确定的。
 采样只用来做蒙特卡洛（Monte Carlo）对照，并复现 Schulman（2020）的正态分布例子。
 
-记号同 [`kl_estimate`][rlhf_toy.kl.kl_estimate]：$d = \log\pi_{\mathrm{ref}}(y) - \log\pi_\theta(y)$，$y\sim\pi_\theta$。
+记号同 [`kl_estimate`][rlhf_toy.estimators.kl.kl_estimate]：$d = \log\pi_{\mathrm{ref}}(y) - \log\pi_\theta(y)$，$y\sim\pi_\theta$。
 “反向 KL”指 $\mathrm{KL}(\pi_\theta\,\|\,\pi_{\mathrm{ref}})$，“正向 KL”指 $\mathrm{KL}(\pi_{\mathrm{ref}}\,\|\,\pi_\theta)$。
 """
 
@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 
 from rlhf_toy._checks import check_choice, check_ndim, check_nonnegative, check_shape, check_tensor
-from rlhf_toy.kl import ESTIMATORS, importance_corrected_k3, kl_estimate
+from rlhf_toy.estimators.kl import ESTIMATORS, importance_corrected_k3, kl_estimate
 
 # --8<-- [end:imports]
 
@@ -152,10 +152,10 @@ def expected_kl_gradient(
     * `placement="reward"`：奖励里减 $\beta k$（值不带梯度），REINFORCE 的损失 $-\mathbb E[\operatorname{sg}(-\beta k)\log\pi_\theta]$，
       梯度 $\mathbb E_{y\sim\pi_\theta}[\operatorname{sg}(k(y))\,\nabla_\theta\log\pi_\theta(y)]$。
 
-    `estimator="k3_corrected"` 用 [`importance_corrected_k3`][rlhf_toy.kl.importance_corrected_k3]（同策略，$w$ 的值为 1）。
+    `estimator="k3_corrected"` 用 [`importance_corrected_k3`][rlhf_toy.estimators.kl.importance_corrected_k3]（同策略，$w$ 的值为 1）。
     结论（第 7 章）：k1 进损失 → 0；k2 进损失、k1 进奖励、修正 k3 进损失 → $\nabla\mathrm{KL}(\pi_\theta\|\pi_{\mathrm{ref}})$；
     k3 进损失 → $\nabla\mathrm{KL}(\pi_{\mathrm{ref}}\|\pi_\theta)$。
-    两个限幅参数原样交给 [`kl_estimate`][rlhf_toy.kl.kl_estimate]（`log_ratio_clamp=20, value_clamp=10` 即 verl 的
+    两个限幅参数原样交给 [`kl_estimate`][rlhf_toy.estimators.kl.kl_estimate]（`log_ratio_clamp=20, value_clamp=10` 即 verl 的
     `low_var_kl`）：被限幅的回答没有 KL 梯度，期望梯度于是不再是任何一个 KL 的梯度。
 
     Args:
@@ -208,7 +208,7 @@ def per_sample_kl_gradients(
 ) -> Tensor:
     r"""每个回答各自的逐样本梯度（对 logits，每单位 $\beta$）：第 $y$ 行是采到 $y$ 时 KL 项的梯度。
 
-    [`expected_kl_gradient`][rlhf_toy.kl_study.expected_kl_gradient] 是这些行按 $\pi_\theta(y)$ 的加权和。
+    [`expected_kl_gradient`][rlhf_toy.studies.kl_estimators.expected_kl_gradient] 是这些行按 $\pi_\theta(y)$ 的加权和。
     有了每一行，梯度的方差也能对支撑集精确求和。放进损失时第 $y$ 行是 $c(y)\,\nabla_\theta\log\pi_\theta(y)$，
     系数 $c$ 是第 7 章的 $1$、$-d$、$1 - e^d$（修正 k3 同策略时是 $-d$）；放进奖励时 $c = k(y)$。
 

@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 
 from rlhf_toy._checks import check_choice, check_ndim
-from rlhf_toy.kl_study import exact_kl
+from rlhf_toy.studies.kl_estimators import exact_kl
 
 # --8<-- [end:imports]
 
