@@ -36,7 +36,10 @@ SOURCES = (
     "policies",
     "tasks/addition.py",
     "train/sft.py",
-    "losses",
+    "losses/aggregate.py",
+    "losses/dpo.py",
+    "losses/grpo.py",
+    "losses/ppo.py",
     "estimators/advantages.py",
 )
 STALENESS = (0, 1, 2, 4, 8, 16)

@@ -33,7 +33,8 @@ SOURCES = (
     "train/tool_grpo.py",
     "train/sft.py",
     "policies/transformer.py",
-    "losses",
+    "losses/aggregate.py",
+    "losses/grpo.py",
     "estimators/advantages.py",
     "estimators/kl.py",
 )
