@@ -3,7 +3,8 @@
 pytest-codeblocks reads raw Markdown, so a ```python block whose body is a
 `--8<-- "src/rlhf_toy/...:section"` include would be executed as that literal line. Here every
 Markdown file is first run through pymdownx.snippets with the same options as mkdocs.yml, so the
-tests execute exactly the code a reader sees on the page.
+tests execute the code a reader sees on the page. (The page shows it without its multi-line docstrings,
+hooks/listings.py; the tests execute the whole section, docstrings included.)
 """
 
 from __future__ import annotations
