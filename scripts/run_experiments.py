@@ -200,14 +200,21 @@ def run(spec: dict) -> dict:
 
 
 def plot(data: dict, targets: dict | None = None) -> None:
-    """两张嵌在页面上的图（中文标签），版式同 scripts/figures.py：窄而高、面板上下叠放、背景透明。
+    """两张嵌在页面上的图（中文标签），版式同其余各章的图（scripts/figs/base.py）：窄而高、面板上下叠放、背景透明。
 
-    `targets` 覆盖输出路径（`tests/test_figures.py` 画到临时目录比较）。
+    `targets` 覆盖输出路径（键同 `FIGURES`）。`scripts/figures.py` 经登记表（scripts/figs/ch08_comparison.py）
+    分别调用下面两个函数。
     """
-    from figures import WIDTH, save, setup
+    targets = targets or FIGURES
+    plot_comparison(data, targets["comparison"])
+    plot_overopt(data, targets["overopt"])
+
+
+def plot_comparison(data: dict, path: Path) -> None:
+    """各算法的真实奖励与 KL 随用掉的样本数（在线算法的种子范围，离线算法的数据量扫描）。"""
+    from figs.base import WIDTH, save, setup
 
     plt = setup()
-    targets = targets or FIGURES
     names = {
         "reinforce": "REINFORCE",
         "rloo": "RLOO",
@@ -227,8 +234,14 @@ def plot(data: dict, targets: dict | None = None) -> None:
     axes[0].set(ylabel="真实奖励（正确概率）", ylim=(0, 1.02))
     axes[1].set(xlabel="用掉的回答数（样本）", ylabel="KL(π‖π_ref)（nat）")
     fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncol=4, columnspacing=0.9)
-    save(fig, targets["comparison"])
+    save(fig, path)
 
+
+def plot_overopt(data: dict, path: Path) -> None:
+    """奖励过优化：PPO 各 β 的代理奖励与真实奖励随 KL，与精确最优解 π*_β 的曲线。"""
+    from figs.base import WIDTH, save, setup
+
+    plt = setup()
     fig, axes = plt.subplots(2, 1, figsize=(WIDTH, 5.2), layout="constrained", sharex=True)
     opt = data["optimum"]
     for ax, key, label in zip(
@@ -252,7 +265,7 @@ def plot(data: dict, targets: dict | None = None) -> None:
         transform=axes[1].get_xaxis_transform(),
     )
     axes[0].legend(loc="lower right")
-    save(fig, targets["overopt"])
+    save(fig, path)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,6 +1,7 @@
-"""The chapter figures are in sync with the code: every figure of scripts/figures.py (and chapter 8's two, drawn
-by scripts/run_experiments.py from its cache) is redrawn into a temporary directory and compared byte for byte
-with the committed SVG; each one is embedded in a chapter page with alt text."""
+"""The chapter figures are in sync with the code: every figure in the registry of scripts/figures.py
+(scripts/figs/registry.py; chapter 8's two are drawn by scripts/run_experiments.py from its cache) is redrawn into
+a temporary directory and compared byte for byte with the committed SVG; each one is embedded in a chapter page
+with alt text."""
 
 from __future__ import annotations
 

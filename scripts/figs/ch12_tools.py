@@ -8,17 +8,9 @@
 from __future__ import annotations
 
 import json
-import sys
-from collections.abc import Callable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(ROOT / "scripts"))
-
-import figures  # noqa: E402
-
-import rlhf_toy  # noqa: E402, F401 - 固定数值设置
+from figs.base import ROOT, WIDTH, Figure, panels, save
 
 CACHE = ROOT / "docs" / "data" / "tools.json"
 POLICY, TOOL = "#dbe7f5", "#fde0c5"
@@ -40,7 +32,7 @@ def tools_strip(path: Path) -> None:
     short = {"<call>": "call", "<res>": "res", "</res>": "/res", "<eos>": "eos"}
     rows = [("tool_mask", tool_mask), ("损失掩码（遮）", tool_mask), ("损失掩码（不遮）", [1] * len(tokens))]
     n = len(tokens)
-    fig, ax = plt.subplots(figsize=(figures.WIDTH, 2.0), layout="constrained")
+    fig, ax = plt.subplots(figsize=(WIDTH, 2.0), layout="constrained")
     ax.set(xlim=(-3.6, n + 0.05), ylim=(len(rows) + 1.7, -0.35))
     ax.axis("off")
     ax.text(-0.1, 0.5, f"{example['prompt']}", ha="right", va="center", fontsize=8.5)
@@ -56,7 +48,7 @@ def tools_strip(path: Path) -> None:
                 )
             ax.text(t + 0.5, i + 0.5, str(v), ha="center", va="center", fontsize=8)
     ax.text(-3.55, len(rows) + 1.45, "浅蓝：策略采样的 token；浅橙：环境插入的工具输出；斜线格：不进损失", fontsize=7.8)
-    figures.save(fig, path)
+    save(fig, path)
 
 
 def _mean_curve(runs: list[list[dict]], key: str) -> tuple[list[int], list[float]]:
@@ -72,7 +64,7 @@ def tools_training(path: Path) -> None:
 
     results = _results()
     start = results["warm_start"]
-    fig, axes = figures.panels(2, 2.0, sharex=True)
+    fig, axes = panels(2, 2.0, sharex=True)
     for name, runs in results["runs"].items():
         steps, values = _mean_curve(runs, "accuracy")
         axes[0].plot(
@@ -85,10 +77,10 @@ def tools_training(path: Path) -> None:
     axes[1].set(xlabel="强化学习步数", ylabel="工具输出的 log π")
     for ax in axes:
         ax.yaxis.set_major_locator(MaxNLocator(5))
-    figures.save(fig, path)
+    save(fig, path)
 
 
-FIGURES: dict[str, Callable[[Path], None]] = {
-    "offpolicy-tools-strip": tools_strip,
-    "offpolicy-tools-training": tools_training,
-}
+FIGURES = [
+    Figure("offpolicy-tools-strip", tools_strip, "offpolicy.md", cache="docs/data/tools.json"),
+    Figure("offpolicy-tools-training", tools_training, "offpolicy.md", cache="docs/data/tools.json"),
+]

@@ -6,15 +6,9 @@
 from __future__ import annotations
 
 import json
-import sys
-from collections.abc import Callable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-sys.path.insert(0, str(ROOT / "src"))
-
-import figures  # noqa: E402
+from figs.base import ROOT, Figure, panels, save
 
 CACHE = ROOT / "docs" / "data" / "distillation.json"
 
@@ -26,7 +20,7 @@ def _results() -> dict:
 def modes(path: Path) -> None:
     """双峰教师（柱）与两个拟合的学生：正向 KL 覆盖两峰，反向 KL 停在大峰上。"""
     res = _results()["modes"]
-    fig, axes = figures.panels(1, height=2.6, squeeze=False)
+    fig, axes = panels(1, height=2.6, squeeze=False)
     ax = axes[0, 0]
     x = list(range(len(res["teacher"]["probs"])))
     ax.bar(x, res["teacher"]["probs"], color="0.75", width=1.0, label="教师 $\\pi_T$")
@@ -42,14 +36,14 @@ def modes(path: Path) -> None:
     ax.set_xlabel("回答 $x$")
     ax.set_ylabel("概率")
     ax.legend(frameon=False, fontsize=8)
-    figures.save(fig, path)
+    save(fig, path)
 
 
 def tokens(path: Path) -> None:
     """正确率（两个种子的平均）对累计采样 token 数：同策略蒸馏（学生 token）、全词表对照、教师样本 SFT（教师 token）。"""
     res = _results()["distill"]
     seeds = list(res)
-    fig, axes = figures.panels(2, height=2.0, sharex=True)
+    fig, axes = panels(2, height=2.0, sharex=True)
     names = {
         "onpolicy": ("C3", "-", "同策略蒸馏（逐 token 优势）"),
         "onpolicy_full": ("C1", "--", "同策略，全词表反向 KL"),
@@ -65,10 +59,10 @@ def tokens(path: Path) -> None:
     axes[1].set_ylabel("训练题正确率")
     axes[1].set_xlabel("累计采样 token 数（千）")
     axes[1].legend(frameon=False, fontsize=7)
-    figures.save(fig, path)
+    save(fig, path)
 
 
-FIGURES: dict[str, Callable[[Path], None]] = {
-    "offpolicy-distillation-modes": modes,
-    "offpolicy-distillation-tokens": tokens,
-}
+FIGURES = [
+    Figure("offpolicy-distillation-modes", modes, "offpolicy.md", cache="docs/data/distillation.json"),
+    Figure("offpolicy-distillation-tokens", tokens, "offpolicy.md", cache="docs/data/distillation.json"),
+]

@@ -6,17 +6,9 @@
 from __future__ import annotations
 
 import json
-import sys
-from collections.abc import Callable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(ROOT / "scripts"))
-
-import figures  # noqa: E402
-
-import rlhf_toy  # noqa: E402, F401 - 固定数值设置
+from figs.base import ROOT, Figure, panels, save
 
 CACHE = ROOT / "docs" / "data" / "offpolicy.json"
 COLORS = {"none": "#d95f02", "tis": "#1f77b4", "mis": "#7570b3", "is": "#777777"}
@@ -28,7 +20,7 @@ def offpolicy_bias(path: Path) -> None:
     from rlhf_toy.demos.offpolicy import bias_vs_cap, bias_vs_staleness
 
     by_k, by_cap = bias_vs_staleness(), bias_vs_cap()
-    fig, axes = figures.panels(2, 2.1)
+    fig, axes = panels(2, 2.1)
     for c in ("none", "tis", "mis", "is"):
         axes[0].plot(by_k["staleness"], by_k[c], color=COLORS[c], label=LABELS[c])
     axes[0].set(xlabel="采样器落后的步数 k", ylabel="相对偏差", xscale="symlog")
@@ -40,13 +32,13 @@ def offpolicy_bias(path: Path) -> None:
         axes[1].plot(caps, by_cap[f"{c}_variance"], ls=":", color=COLORS[c], label=f"{c.upper()} 方差")
     axes[1].set(xlabel="上界 C（k = 16）", ylabel="相对偏差 / 方差", xscale="log")
     axes[1].legend(loc="center left", fontsize=7, ncol=2)
-    figures.save(fig, path)
+    save(fig, path)
 
 
 def offpolicy_staleness(path: Path) -> None:
     """上：查表策略的精确学习曲线（k = 0、4、16，不修正与 TIS）；下：极小 Transformer 的留出集正确率（缓存）。"""
     results = json.loads(CACHE.read_text(encoding="utf-8"))["results"]
-    fig, axes = figures.panels(2, 2.2)
+    fig, axes = panels(2, 2.2)
     curves = results["bandit_curves"]
     steps = range(0, len(curves["k=0/none"]), 2)  # 每隔一步画一个点（图小一些）
     axes[0].plot(steps, curves["k=0/none"][::2], color="black", lw=1.2, label="k = 0")
@@ -66,10 +58,10 @@ def offpolicy_staleness(path: Path) -> None:
         axes[1].plot([r["step"] for r in rows], [r["accuracy"] for r in rows], color=color, ls=ls, lw=1.0, label=name)
     axes[1].set(xlabel="GRPO 步数（极小 Transformer，种子 0）", ylabel="留出集正确率")
     axes[1].legend(loc="lower left", fontsize=6, ncol=2)
-    figures.save(fig, path)
+    save(fig, path)
 
 
-FIGURES: dict[str, Callable[[Path], None]] = {
-    "offpolicy-offpolicy-bias": offpolicy_bias,
-    "offpolicy-offpolicy-staleness": offpolicy_staleness,
-}
+FIGURES = [
+    Figure("offpolicy-offpolicy-bias", offpolicy_bias, "offpolicy.md"),
+    Figure("offpolicy-offpolicy-staleness", offpolicy_staleness, "offpolicy.md", cache="docs/data/offpolicy.json"),
+]
