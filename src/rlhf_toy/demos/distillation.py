@@ -1,6 +1,6 @@
 r"""第 12 章的蒸馏演示：精确实验台上的众数寻求 / 众数覆盖，与极小 Transformer 上的同策略蒸馏 vs 教师样本 SFT。
 
-`python -m rlhf_toy distillation {modes,onpolicy} [--quick]`。完整版由 `scripts/run_offpolicy.py distillation`
+`python -m rlhf_toy distill {modes,onpolicy} [--quick]`。完整版由 `scripts/run_offpolicy.py distillation`
 跑，结果缓存在 `docs/data/distillation.json`。
 
 * `modes`：双峰教师（61 个回答，峰在 22 与 38，质量 0.7 / 0.3），离散高斯学生分别在精确正向 KL、精确反向 KL
