@@ -218,3 +218,113 @@ def add_anchor(markdown: str, occ: Occurrence, anchor: str) -> str:
         end = occ.col + len(occ.text)
         lines[occ.lineno - 1] = f'{line[: occ.col]}<span id="{anchor}">{occ.text}</span>{line[end:]}'
     return "\n".join(lines)
+
+
+# --- define before use -----------------------------------------------------------------------------
+
+_IMAGE = re.compile(r"!\[([^\]]*)\]\([^)]*\)")
+_LINK = re.compile(r"\[([^\]]*)\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+TERM_REF_CLASS = "term-ref"
+
+
+def definition_targets(sources: list[tuple[str, str]], terms: list[Term], pinned: set[str] = frozenset()):
+    """term key -> (page, anchor) of its first definition on the reading path `sources` ((page, markdown) in nav order).
+
+    `defined_in` wins when it names a page of `pinned` (the pages the site builds); otherwise the first page that
+    writes the term in bold, else the first page that uses it; the anchor is then the term's own (`term-<key>`).
+    """
+    targets = {}
+    for term in terms:
+        uri, _, anchor = (term.defined_in or "").partition("#")
+        if uri in pinned:
+            targets[term.key] = (uri, anchor)
+            continue
+        found = [(uri, occ) for uri, md in sources if (occ := first_occurrence(md, term))]
+        bold = [(uri, occ) for uri, occ in found if occ.bold]
+        if bold or found:
+            targets[term.key] = ((bold or found)[0][0], term.anchor)
+    return targets
+
+
+def first_use(markdown: str, term: Term, terms: list[Term]) -> Occurrence | None:
+    """The first use of `term` in the prose of `markdown` (headings and admonition titles skipped).
+
+    A spelling inside a longer term's spelling does not count (优势 in 组内相对优势 is a use of 组内相对优势).
+    """
+    mine = term.spellings
+    longer = [s for t in terms if t is not term for s in t.spellings if any(m in s and m != s for m in mine)]
+    raw_lines = markdown.split("\n")
+    for pl in prose_lines(markdown):
+        if pl.heading:
+            continue
+        images = [m.span(1) for m in _IMAGE.finditer(raw_lines[pl.lineno - 1])]  # alt text is not prose
+        hits = []
+        for spelling in mine:
+            for m in re.finditer(re.escape(spelling), pl.text):
+                in_image = any(a <= m.start() and m.end() <= b for a, b in images)
+                if not in_image and not _covered(pl.text, m.start(), m.end(), longer):
+                    hits.append((m.start(), -len(spelling), spelling))
+                    break
+        if hits:
+            col, _, spelling = min(hits)
+            return Occurrence(pl.lineno, col, spelling, pl.text[max(0, col - 2) : col] == "**")
+    return None
+
+
+def link_around(line: str, col: int, length: int) -> str | None:
+    """The target of the Markdown link whose text contains line[col:col + length], or None."""
+    for m in _LINK.finditer(line):
+        if m.start(1) <= col and col + length <= m.end(1):
+            return m.group(2)
+        if m.start() > col:
+            break
+    return None
+
+
+def forward_uses(markdown: str, page: str, order: list[str], targets: dict, terms: list[Term]):
+    """Terms that `page` uses before the reader has met their definition: (term, first use, target page, anchor).
+
+    A page before the defining page (in `order`, the reading path), or the defining page itself when the use
+    comes before the definition. Uses already inside a link are included (the caller checks where it points).
+    """
+    if page not in order:
+        return []
+    out = []
+    for term in terms:
+        if term.key not in targets:
+            continue
+        uri, anchor = targets[term.key]
+        if uri not in order or order.index(page) > order.index(uri):
+            continue
+        use = first_use(markdown, term, terms)
+        if use is None:
+            continue
+        if uri == page and not anchor:
+            continue  # `defined_in` names the page without a place on it: the whole page defines the term
+        if uri == page:
+            definition = first_occurrence(markdown, term)
+            if definition is None or (use.lineno, use.col) >= (definition.lineno, definition.col):
+                continue
+        out.append((term, use, uri, anchor))
+    return out
+
+
+def link_forward_uses(markdown: str, page: str, order: list[str], targets: dict, terms: list[Term]) -> str:
+    """Make each forward use (see `forward_uses`) that is not yet a link a link to the term's definition.
+
+    The link carries the class `term-ref` (styled as a dotted underline) and a title naming where the term is defined.
+    Uses are rewritten from the end of the page backwards, so earlier columns stay valid.
+    """
+    lines = markdown.split("\n")
+    uses = forward_uses(markdown, page, order, targets, terms)
+    rewritten: dict[int, int] = {}  # line number -> leftmost column rewritten so far
+    for term, use, uri, anchor in sorted(uses, key=lambda u: (u[1].lineno, u[1].col), reverse=True):
+        line = lines[use.lineno - 1]
+        end = use.col + len(use.text)
+        if link_around(line, use.col, len(use.text)) is not None or end > rewritten.get(use.lineno, len(line) + 1):
+            continue
+        rewritten[use.lineno] = use.col
+        href = ("" if uri == page else uri) + (f"#{anchor}" if anchor else "")
+        ref = f'[{use.text}]({href}){{.{TERM_REF_CLASS} title="术语：{term.zh}（{term.en}）"}}'
+        lines[use.lineno - 1] = line[: use.col] + ref + line[end:]
+    return "\n".join(lines)

@@ -4,6 +4,8 @@
 * Each term links to where the book first defines it: `defined_in` from terms.yml, or else the first
   chapter in nav order that writes the term in bold (**优势函数**), or else the first chapter that uses it.
   That occurrence gets the anchor `term-<key>` at build time, so the link lands on the sentence.
+* A term used before the reader has met its definition (on an earlier page of the reading path, or earlier on
+  the defining page) links to the definition at its first use, with a dotted underline (class `term-ref`).
 * The defining page is tagged with its terms for Material's search (tags are boosted), so typing a term
   finds where it is defined first; terms no chapter uses yet are tagged on the glossary itself.
 """
@@ -13,7 +15,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from _glossary_terms import Term, add_anchor, first_occurrence, load_terms
+from _glossary_terms import Term, add_anchor, first_occurrence, link_forward_uses, load_terms
 from mkdocs.structure.files import File
 from mkdocs.utils import meta as md_meta
 
@@ -26,6 +28,7 @@ _terms: list[Term] = []
 _targets: dict[str, tuple[str, str]] = {}  # term key -> (src_uri, anchor or "")
 _anchors_by_page: dict[str, list[Term]] = {}
 _titles: dict[str, str] = {}
+_order: list[str] = []  # the reading path: the home page, then the chapters in nav order
 
 
 def on_config(config):
@@ -52,6 +55,7 @@ def on_nav(nav, config, files):
     _targets.clear()
     _anchors_by_page.clear()
     sources = list(_chapter_sources(nav))
+    _order[:] = [p.file.src_uri for p in nav.pages if p.file.src_uri == "index.md"] + [uri for uri, _ in sources]
     for page in nav.pages:
         _titles.setdefault(page.file.src_uri, page.title or page.file.src_uri)
     in_nav = {page.file.src_uri for page in nav.pages}
@@ -96,7 +100,8 @@ def on_page_markdown(markdown, page, config, files):
             _targets[term.key] = (uri, "")
             continue
         markdown = add_anchor(markdown, occ, term.anchor)
-    return markdown
+    # Define before use: a term the reader meets before its definition links to it (dotted underline).
+    return link_forward_uses(markdown, uri, _order, _targets, _terms)
 
 
 def _cell(text: str) -> str:
