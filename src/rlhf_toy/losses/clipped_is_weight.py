@@ -7,7 +7,7 @@ $$\ell_{i,t} = -\operatorname{sg}\big(\min(w_{i,t},\ \epsilon_{max})\big)\,\hat 
 
 $\operatorname{sg}$ 是 stop-gradient（`.detach()`）。梯度是 $-\min(w, \epsilon_{max})\hat A\,\nabla\log\pi_\theta$：
 每个 token 都有梯度，比率太大时只是权重封顶在 $\epsilon_{max}$，而不是变成 0（见 `gradient_weight`）。
-出处：MiniMax-M1（arXiv 2506.13585）第 3 节的 CISPO 目标，权重写作 $\operatorname{clip}(r, 1-\epsilon^{IS}_{low},
+出处：MiniMax-M1（arXiv 2506.13585）的 CISPO 目标（式号未核对），权重写作 $\operatorname{clip}(r, 1-\epsilon^{IS}_{low},
 1+\epsilon^{IS}_{high})$，论文只调上界、不设下界；TRL 1.16 按 ScaleRL（arXiv 2510.13786）的写法
 $\operatorname{sg}(\min(\rho, \epsilon_{max}))$ 实现，**`epsilon_high` 就是绝对上界 $\epsilon_{max}$**（不是 $1+\epsilon_{high}$），
 TRL 的 docstring 推荐 5.0；不设时 TRL 退回 `epsilon`（默认 0.2），于是同策略时每个权重都是 0.2。
