@@ -61,6 +61,8 @@ HASHED = [
     "policies/table.py",
     "tasks/bandit.py",
     "models",
+    "estimators/dynamic_sampling.py",
+    "estimators/entropy.py",
 ]
 
 FULL = {

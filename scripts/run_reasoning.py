@@ -62,6 +62,13 @@ HASHED = [
     "studies/overoptimisation.py",
     "tasks/bandit.py",
     "models",
+    "estimators/entropy.py",
+    "estimators/rewards.py",
+    "studies/comparison.py",
+    "train/dpo.py",
+    "train/ppo.py",
+    "train/reinforce.py",
+    "train/reward_model.py",
 ]
 RUNS = {  # 名字 -> run_rl 的参数
     "grpo": {"algorithm": "grpo", "start": "scratchpad"},

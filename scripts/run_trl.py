@@ -29,6 +29,21 @@ SOURCES = [
     "src/rlhf_toy/demos/tiny_lm.py",
     "src/rlhf_toy/train/grpo.py",
     "scripts/run_trl.py",
+    "src/rlhf_toy/estimators/advantages.py",
+    "src/rlhf_toy/estimators/dynamic_sampling.py",
+    "src/rlhf_toy/estimators/entropy.py",
+    "src/rlhf_toy/estimators/kl.py",
+    "src/rlhf_toy/estimators/rewards.py",
+    "src/rlhf_toy/losses/aggregate.py",
+    "src/rlhf_toy/losses/dpo.py",
+    "src/rlhf_toy/losses/grpo.py",
+    "src/rlhf_toy/losses/ppo.py",
+    "src/rlhf_toy/policies/table.py",
+    "src/rlhf_toy/policies/transformer.py",
+    "src/rlhf_toy/tasks/bandit.py",
+    "src/rlhf_toy/train/dpo.py",
+    "src/rlhf_toy/train/ppo.py",
+    "src/rlhf_toy/train/sft.py",
 ]
 
 

@@ -30,6 +30,16 @@ TINY_LM_HASHED = [
     "losses/grpo.py",
     "losses/aggregate.py",
     "estimators/advantages.py",
+    "estimators/dynamic_sampling.py",
+    "estimators/entropy.py",
+    "estimators/kl.py",
+    "estimators/rewards.py",
+    "losses/dpo.py",
+    "losses/ppo.py",
+    "policies/table.py",
+    "tasks/bandit.py",
+    "train/dpo.py",
+    "train/ppo.py",
 ]
 
 

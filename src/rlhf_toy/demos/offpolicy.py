@@ -41,6 +41,14 @@ SOURCES = (
     "losses/grpo.py",
     "losses/ppo.py",
     "estimators/advantages.py",
+    "estimators/dynamic_sampling.py",
+    "estimators/entropy.py",
+    "estimators/kl.py",
+    "estimators/rewards.py",
+    "tasks/bandit.py",
+    "train/dpo.py",
+    "train/grpo.py",
+    "train/ppo.py",
 )
 STALENESS = (0, 1, 2, 4, 8, 16)
 CURVE_STALENESS = (0, 1, 4, 16)
