@@ -1,7 +1,7 @@
 r"""CISPO 的 verl 写法：截断的重要性采样权重只作常数系数（stop-gradient），梯度总经过 $\log\pi_\theta$。
 
-CISPO（MiniMax-M1, MiniMax, 2025, arXiv 2506.13585，§3.1）的目标是
-$\operatorname{sg}(\hat r_{i,t})\,\hat A_{i,t}\log\pi_\theta(o_{i,t})$，$\hat r = \mathrm{clip}(r, 1-\epsilon^{IS}_{low}, 1+\epsilon^{IS}_{high})$：
+CISPO（MiniMax-M1, MiniMax, 2025, arXiv 2506.13585，CISPO 一节的目标函数）是
+$\frac{1}{\sum_i\lvert o_i\rvert}\sum_{i,t}\operatorname{sg}(\hat r_{i,t})\,\hat A_{i,t}\log\pi_\theta(o_{i,t})$，$\hat r = \mathrm{clip}(r, 1-\epsilon^{IS}_{low}, 1+\epsilon^{IS}_{high})$：
 与 PPO 不同，比率被截断的 token 仍有梯度（只是系数被压住）。本模块只写 verl 0.9.1 的约定
 （`compute_policy_loss_cispo`，`policy_loss.loss_mode="cispo"`）；TRL 的 `loss_type="cispo"` 另有模块。
 与论文、TRL 的差异见 [`cispo_loss_verl`][rlhf_toy.losses.clipped_is_weight_verl.cispo_loss_verl]。约定：**损失 = −目标**。
@@ -37,8 +37,9 @@ def cispo_loss_verl(
     与 verl 0.9.1 `compute_policy_loss_cispo` 逐式相同。verl 的约定与论文、TRL 的差异：
 
     - **截断的两侧**：verl 用 PPO 的 `clip_ratio_low` / `clip_ratio_high`（默认都是 0.2）作相对幅度，
-      两侧都截：$[1-\epsilon_{low}, 1+\epsilon_{high}]$ = 默认 $[0.8, 1.2]$。论文只调上界 $\epsilon^{IS}_{high}$，
-      实验里不设下界；TRL 的 `epsilon_high` 是**绝对**上限（$\min(w, \epsilon_{high})$，推荐 5.0），没有下界。
+      两侧都截：$[1-\epsilon_{low}, 1+\epsilon_{high}]$ = 默认 $[0.8, 1.2]$，与 PPO 的截断范围相同。论文的式子同样是
+      $1\pm\epsilon^{IS}$ 的相对形式，但它的 $\epsilon^{IS}$ 是为 IS 权重单独调的（据论文正文只调上界、不设下界；
+      这一句未逐字核对），不是 PPO 的 0.2；TRL 的 `epsilon_high` 则是**绝对**上限（$\min(w, \epsilon_{high})$，推荐 5.0），没有下界。
     - **汇总**：verl 读 `loss_agg_mode`（默认 `token-mean`，即论文按整批 token 数归一的写法）；TRL 按 `dapo` 汇总。
     - verl 先把 $\log w$ 限幅到 $[-20, 20]$（只影响比率的值，不影响梯度，因为比率不带梯度）。
 

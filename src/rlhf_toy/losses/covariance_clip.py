@@ -1,6 +1,6 @@
 r"""Clip-Cov 与 KL-Cov：只约束“协方差大”的少数 token，以减缓策略熵的塌缩。
 
-Cui et al., 2025（*The Entropy Mechanism of Reinforcement Learning for Reasoning Language Models*, arXiv 2505.22617，§4）
+Cui et al., 2025（*The Entropy Mechanism of Reinforcement Learning for Reasoning Language Models*, arXiv 2505.22617，讲 Clip-Cov 与 KL-Cov 的一节）
 推出：在 softmax 策略上用策略梯度更新时，熵的变化由 token 的对数概率与优势的协方差驱动——高概率且高优势的
 token 压低熵。于是只对协方差最大的一小部分 token 动手：
 

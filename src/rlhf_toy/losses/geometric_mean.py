@@ -73,7 +73,7 @@ def gmpo_loss_verl(
 
     - **截断幅度在对数空间**：verl 把 PPO 的 `clip_ratio_low` / `clip_ratio_high` 直接当作 $\log w$ 的幅度，
       比率范围是 $(e^{-\epsilon_{low}}, e^{\epsilon_{high}})$；默认配置（0.2）给出 $(0.819, 1.221)$。
-      论文（§4）推荐更宽的 $(e^{-0.4}, e^{0.4})$，TRL `GMPOConfig` 的示例也用 `epsilon=0.4`。
+      论文（TRL 文档引作 Sec. 4）推荐更宽的 $(e^{-0.4}, e^{0.4})$，TRL `GMPOConfig` 的示例也用 `epsilon=0.4`。
     - **汇总是写死的**：verl 忽略 `loss_agg_mode`，对全部 $B$ 条回答取普通平均（整行掩码为 0 的回答贡献 0 但计入 $B$，
       这一点与 verl 别的 `seq-mean` 汇总不同，与本书、TRL 的 `grpo` 相同），所以这里没有 `loss_type` 参数。
     - 比率不限幅（verl 把那一行注释掉了）。
