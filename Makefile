@@ -33,8 +33,10 @@ $(LIBS): $(STAMP) requirements-libs.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -c requirements-lock.txt -r requirements-libs.txt
 	touch $(LIBS)
 
+# Fast preview: after the first build only the saved page is rebuilt (--dirty, hooks/preview.py); the print page
+# and llms.txt, which aggregate every page, are left out (RLHF_TOY_WHOLE_BOOK=false). make build has everything.
 serve: $(STAMP)
-	$(PY) -m mkdocs serve --dev-addr 127.0.0.1:8000
+	RLHF_TOY_WHOLE_BOOK=false $(PY) -m mkdocs serve --dirty --dev-addr 127.0.0.1:8000
 
 test: $(STAMP) $(LIBS)
 	MPLBACKEND=Agg $(PY) -m pytest
