@@ -45,7 +45,8 @@ def on_files(files, config):
 def _chapter_sources(nav):
     for page in nav.pages:
         f = page.file
-        if f.src_uri.endswith(".md") and f.src_uri not in (GLOSSARY, "api.md", "index.md") and f.abs_src_path:
+        api = f.src_uri.startswith("api/")
+        if f.src_uri.endswith(".md") and f.src_uri not in (GLOSSARY, "index.md") and not api and f.abs_src_path:
             _titles[f.src_uri] = page.title or f.src_uri
             text = Path(f.abs_src_path).read_text(encoding="utf-8-sig")
             yield f.src_uri, md_meta.get_data(text)[0]

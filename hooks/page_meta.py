@@ -4,7 +4,7 @@ Everything is built from the one repository setting, `extra.repository` (and `ex
 deliberately not set (it makes Material call api.github.com from the reader's browser).
 
 * last updated = date of the last git commit touching the page's source (`git log -1 --format=%cs`);
-  for notebook pages the generated .ipynb and its jupytext source, for the API page also `src/rlhf_toy`,
+  for notebook pages the generated .ipynb and its jupytext source, for the API pages (api/) also `src/rlhf_toy`,
   for the glossary `docs/terms.yml`. Files git does not know yet fall back to the build date.
 * 勘误 = `https://github.com/<repository>/issues/new?title=…&body=…` with the page title, URL and source file.
 * 编辑 = the GitHub edit page of the file an author would change.
@@ -50,7 +50,7 @@ def sources_of(src_uri: str, docs_dir: str) -> list[str]:
     paths = [str(docs / src_uri)]
     if src_uri.endswith(".ipynb"):
         paths.append(f"notebooks/{PurePosixPath(src_uri).stem}.py")
-    if src_uri == "api.md":
+    if src_uri.startswith("api/"):
         paths.append("src/rlhf_toy")
     return paths
 

@@ -391,6 +391,40 @@ def launch(playwright):
     return playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
 
 
+# Time until the page's math is visible: window.rlhfMath.visibleAt (docs/javascripts/math-setup.js sets it, on
+# the performance.now() clock that starts at navigation, once MathJax has typeset the page and its fonts have
+# loaded), the same figure benchmarks/site_weight.py reports; typesetStart/End bracket MathJax's own work.
+TIME_TO_MATH = r"""() => {
+  const m = window.rlhfMath || {};
+  const loading = [...document.fonts].filter(f => f.status === 'loading').length;
+  return { t: m.visibleAt, start: m.typesetStart, end: m.typesetEnd, loading, now: performance.now() };
+}"""
+
+
+def time_to_math(browser, url: str, viewport: dict) -> dict:
+    """One cold load of url (a fresh browser context) at `viewport`: seconds until its math is visible (t),
+    MathJax's typesetting start and end, and every response the page loaded (urls)."""
+    ctx = browser.new_context(viewport=viewport, locale="zh-CN", color_scheme="light")
+    try:
+        page = ctx.new_page()
+        urls: list[str] = []
+        page.on("response", lambda r: urls.append(r.url.split("#")[0]))
+        visit(page, url)
+        r = page.evaluate(TIME_TO_MATH)
+        if r["loading"]:  # fonts still coming: wait and take the later time
+            page.evaluate("() => document.fonts.ready.then(() => true)")
+            r = page.evaluate(TIME_TO_MATH) | {"t": page.evaluate("() => performance.now()")}
+        page.wait_for_timeout(300)  # late font requests
+        return {
+            "t": (r["t"] or 0) / 1000,
+            "start": (r["start"] or 0) / 1000,
+            "end": (r["end"] or 0) / 1000,
+            "urls": sorted(set(urls)),
+        }
+    finally:
+        ctx.close()
+
+
 def visit(page, url: str, timeout: float = 20_000):
     """Open url and wait until its math is typeset and fonts are loaded."""
     page.goto(url, wait_until="load")

@@ -30,6 +30,9 @@ def mkdocs_config_site_url() -> str:
 def _nav_pages(nav) -> list[tuple[str, str]]:
     out = []
     for item in nav:
+        if isinstance(item, str):  # a section's index page (API 参考: api/index.md)
+            out.append(("", item))
+            continue
         for title, value in item.items():
             if isinstance(value, list):
                 out += _nav_pages(value)
@@ -59,7 +62,7 @@ def test_every_page_shows_the_edition_and_links_the_pdf(site_dir, mkdocs_config)
 def test_llms_txt_lists_every_chapter(site_dir, mkdocs_config):
     llms = (site_dir / "llms.txt").read_text(encoding="utf-8")
     full = (site_dir / "llms-full.txt").read_text(encoding="utf-8")
-    pages = [(t, p) for t, p in _nav_pages(mkdocs_config["nav"]) if p.endswith(".md") and p != "api.md"]
+    pages = [(t, p) for t, p in _nav_pages(mkdocs_config["nav"]) if p.endswith(".md") and not p.startswith("api/")]
     missing = [p for _, p in pages if f"/{p[:-3] if p != 'index.md' else ''}".rstrip("/") + "/" not in llms]
     assert not missing, f"llms.txt does not list {missing} (add them to the llmstxt sections in mkdocs.yml)"
     for _title, path in pages:

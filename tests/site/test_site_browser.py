@@ -4,9 +4,12 @@ downloaded). Every page is visited once per check group: desktop (requests, math
 
 from __future__ import annotations
 
+import gzip
 import re
+import statistics
 import sys
 from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 import pytest
 from bs4 import BeautifulSoup
@@ -20,6 +23,7 @@ from sitecheck import (
     result_path,
     search,
     served_ams_chars,
+    time_to_math,
     visit,
 )
 
@@ -76,6 +80,53 @@ def test_every_page(browser, site_url, site_dir, mkdocs_config, shots_dir):
     assert set(chapters + notebooks) <= set(figures), "every page of the nav was visited"
     assert not problems, "\n".join(problems)
     assert all(f.startswith('"PingFang SC"') and "Noto Sans CJK SC" in f for f in fonts), fonts
+
+
+# Budgets of every page of the API reference (issue #26; the one-page reference was 2.7 MB, 8.5 s at 1280 px):
+# gzipped bytes a page loads beyond what the home page loads (Material, MathJax, our CSS/JS), and seconds until
+# its math is visible at 390 px (window.rlhfMath.visibleAt, as benchmarks/site_weight.py measures it), the
+# median of API_RUNS cold loads (a 2-core machine running other work moves single loads a lot).
+API_GZIP_BUDGET = 150_000
+API_MATH_BUDGET_S = 2.0
+API_RUNS = 3
+
+
+def _gzip_size(site_dir: Path, url: str, base: str) -> int:
+    rel = unquote(urlparse(url).path)[len(urlparse(base).path) :]
+    f = site_dir / rel
+    if f.is_dir() or rel.endswith("/") or not rel:
+        f = f / "index.html"
+    return len(gzip.compress(f.read_bytes(), 6)) if f.is_file() else 0
+
+
+def test_api_pages_weight_and_time_to_math(browser, site_url, site_dir):
+    """Each page of the API reference (api/) at 390 px: at most API_GZIP_BUDGET gzipped bytes beyond the assets
+    the home page loads. The time until its math is visible (median of API_RUNS cold loads) is printed, not
+    asserted: speed is a benchmark's job on this shared 2-core machine (`benchmarks/site_weight.py --also api/...`
+    times pages against the API_MATH_BUDGET_S budget)."""
+    mobile = {"width": MOBILE, "height": 844}
+    shared = set(time_to_math(browser, site_url, mobile)["urls"])
+    paths = [p for p in page_paths(site_dir) if p.startswith("api/")]
+    assert len(paths) >= 7, paths
+    report, problems = [], []
+    for path in paths:
+        runs = [time_to_math(browser, site_url + path, mobile) for _ in range(API_RUNS)]
+        own = {u for r in runs for u in r["urls"] if u.startswith(site_url) and u not in shared}
+        gz = sum(_gzip_size(site_dir, u, site_url) for u in own)
+        t = statistics.median(r["t"] for r in runs)
+        each = ", ".join(f"{r['t']:.2f}" for r in runs)
+        report.append(
+            f"{path:18} {gz / 1e3:6.1f} KB gzipped beyond shared ({len(own)} files), math visible {t:.2f} s "
+            f"(runs {each}; typesetting {runs[0]['start']:.2f}-{runs[0]['end']:.2f} s)"
+        )
+        if gz > API_GZIP_BUDGET:
+            problems.append(
+                f"{path}: {gz / 1e3:.0f} KB gzipped beyond shared assets, over {API_GZIP_BUDGET / 1e3:.0f} KB"
+            )
+        if t > API_MATH_BUDGET_S:
+            report[-1] += f"  (over the {API_MATH_BUDGET_S} s budget on this run)"
+    print("\n".join(report))
+    assert not problems, "\n".join(problems + report)
 
 
 def _palette_pages(site_dir):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 from bs4 import BeautifulSoup
@@ -99,3 +100,31 @@ def test_chapter_figures_load_lazily(site_dir):
             if 'loading="lazy"' not in tag:
                 eager.append(f"{f.relative_to(site_dir)}: {tag[:120]}")
     assert not eager, "\n".join(eager)
+
+
+def test_old_api_anchors_land_on_a_link_to_the_new_place(site_dir):
+    """The API reference was one page (api.md, URL api/); it is now api/index.md (same URL) plus one page per layer.
+    Every anchor the one page had, before and after the package was organised in layers (tests/data/
+    api_anchors_one_page.txt), is an element of api/index.html whose table row links to that object on its
+    layer page, where the object's heading has the new dotted path as its id (hooks/api_index.py)."""
+    listed = Path(__file__).resolve().parents[1] / "data" / "api_anchors_one_page.txt"
+    old = [line.strip() for line in listed.read_text(encoding="utf-8").splitlines() if line.startswith("rlhf_toy")]
+    assert len(old) > 300
+    index = BeautifulSoup((site_dir / "api" / "index.html").read_text(encoding="utf-8"), "html.parser")
+    ids_on: dict[str, set[str]] = {}
+    problems = []
+    for anchor in old:
+        el = index.find(id=anchor)
+        row = el.find_parent("tr") if el else None
+        link = row.find("a", href=True) if row else None
+        if link is None:
+            problems.append(f"api/#{anchor}: no table row with a link")
+            continue
+        page, _, frag = link["href"].partition("#")
+        if page not in ids_on:
+            html = site_dir / "api" / page / "index.html"
+            soup = BeautifulSoup(html.read_text(encoding="utf-8"), "html.parser") if page and html.is_file() else None
+            ids_on[page] = {t["id"] for t in soup.find_all(id=True)} if soup else set()
+        if not frag.startswith("rlhf_toy.") or frag not in ids_on[page] or not index.find("span", id=frag):
+            problems.append(f"api/#{anchor}: its row links to {link['href']!r}, not to an object heading")
+    assert not problems, "\n".join(problems[:20])
