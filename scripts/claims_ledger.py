@@ -143,7 +143,11 @@ def page_titles() -> dict[str, str]:
 
 
 def cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    """Table-cell text: pipes escaped; outside code spans, brackets escaped so `x[0]["k"]` in a quote is not read as
+    a reference link."""
+    parts = re.split(r"(`[^`]*`)", text.replace("\n", " "))
+    parts = [p if p.startswith("`") else p.replace("[", "\\[").replace("]", "\\]") for p in parts]
+    return "".join(parts).replace("|", "\\|")
 
 
 def render(claims: list[Claim]) -> str:
