@@ -20,7 +20,7 @@ from rlhf_toy import GRPOConfig as BookGRPOConfig
 from .pinned import default_config, module_exists, module_source, source
 
 BOOK_LOSS_TYPES = {"grpo", "bnpo", "dr_grpo", "dapo"}
-TRL_ONLY_LOSS_TYPES = {"cispo", "sapo", "luspo", "vespo"}  # TRL 1.16 loss types rlhf_toy does not implement
+TRL_ONLY_LOSS_TYPES = {"cispo", "sapo", "luspo", "vespo"}  # rlhf_toy.losses has each (tests/conformance)
 
 
 def test_loss_types_of_trl_grpo():
@@ -32,7 +32,7 @@ def test_loss_types_of_trl_grpo():
 
 
 def test_options_the_book_does_not_implement_and_their_defaults():
-    # grpo-variants.md box “本节没有实现的 TRL 选项”: delta, top_entropy_quantile and off_policy_mask_threshold are off by
+    # grpo-variants.md box “本节没有展开的 TRL 选项”: delta, top_entropy_quantile and off_policy_mask_threshold are off by
     # default (“默认 1.0，即全部 token”, “默认 None，不启用”); what delta does is test_trl_delta_is_verl_dual_clip.
     args = default_config(GRPOConfig)
     assert (args.delta, args.top_entropy_quantile, args.off_policy_mask_threshold) == (None, 1.0, None)
@@ -101,8 +101,8 @@ def test_soft_overlong_punishment_reward_function_location():
 
 
 def test_gspo_token_is_not_in_trl():
-    # grpo-variants.md 常见错误: “TRL 1.16.0 不包含它” and footnote gspo-token: “TRL 曾在 trl.experimental.gspo_token 里提供它
-    # （importance_sampling_level="sequence_token"）。GSPO-token 由 TRL PR #3820 加入，PR #7331 提出移除”.
+    # grpo-variants.md 常见错误: “TRL 1.16.0 不包含它” and footnote gspo-token: “出处：TRL PR #3820 把 GSPO-token 加进
+    # trl.experimental.gspo_token（importance_sampling_level="sequence_token"），PR #7331 提出移除”.
     assert not module_exists("trl.experimental.gspo_token")
     assert "sequence_token" not in source(GRPOTrainer) and "sequence_token" not in source(GRPOConfig)
 
@@ -258,7 +258,7 @@ def test_verl_overlong_buffer_config_keys():
 
 
 def test_newer_trl_options_and_what_they_do():
-    # grpo-variants.md box “本节没有实现的 TRL 选项”: TRL 1.16.0's GRPOConfig has them; one sentence each.
+    # grpo-variants.md box “本节没有展开的 TRL 选项”: TRL 1.16.0's GRPOConfig has them; one sentence each.
     fields = GRPOConfig.__dataclass_fields__
     for name in ("delta", "top_entropy_quantile", "off_policy_mask_threshold", "sapo_temperature_pos"):
         assert name in fields, name
@@ -313,7 +313,7 @@ def test_book_updates_each_batch_twice_trl_once():
 
 
 def test_trl_masks_that_leave_tokens_in_the_denominator():
-    # grpo-variants.md box “本节没有实现的 TRL 选项”, top_entropy_quantile: “TRL 把这个掩码乘在逐 token 损失上，没有乘在 mask
+    # grpo-variants.md box “本节没有展开的 TRL 选项”, top_entropy_quantile: “TRL 把这个掩码乘在逐 token 损失上，没有乘在 mask
     # 上。所以被排除的 token 仍计入 dapo、grpo 等汇总的分母 … mask_truncated_completions 则不同，它把被截停的回答从分子和分母
     # 里一起去掉”; off_policy_mask_threshold: “它与 top_entropy_quantile 一样乘在逐 token 损失上”; 公式 “分母数的是回答掩码里
     # 的 token；TRL 有两个选项只把 token 从分子里去掉”.
@@ -338,7 +338,7 @@ def test_trl_masks_that_leave_tokens_in_the_denominator():
 
 
 def test_mask_truncated_completions_leaves_the_row_in_b_for_grpo_sapo_dr_grpo():
-    # grpo-variants.md box “本节没有实现的 TRL 选项”: “mask_truncated_completions 把被截停的回答的掩码置 0。在按 token 数归一的
+    # grpo-variants.md box “本节没有展开的 TRL 选项”: “mask_truncated_completions 把被截停的回答的掩码置 0。在按 token 数归一的
     # bnpo、dapo、cispo 里，它从分子和分母里一起消失；在 grpo、sapo、dr_grpo 里，它仍占着 B 中的一个名额，只是贡献 0”; 公式
     # “把整条回答的掩码置 0 时，bnpo、dapo 的分母随之变小，grpo、dr_grpo 的 B 却不变”. TRL's own _compute_loss on three
     # completions with Â = +1, the third one truncated (its completion_mask row zeroed before num_items_in_batch is
@@ -375,7 +375,7 @@ def test_mask_truncated_completions_leaves_the_row_in_b_for_grpo_sapo_dr_grpo():
 
 
 def test_off_policy_mask_removes_only_the_policy_term_not_the_kl_term():
-    # grpo-variants.md box “本节没有实现的 TRL 选项”, off_policy_mask_threshold: “整条移出策略项（β > 0 时它的 KL 项仍在）”.
+    # grpo-variants.md box “本节没有展开的 TRL 选项”, off_policy_mask_threshold: “整条移出策略项（β > 0 时它的 KL 项仍在）”.
     text = source(GRPOTrainer._compute_loss)
     masked = text.index("per_token_loss = per_token_loss * off_policy_mask")
     entropy = text.index("per_token_loss = per_token_loss * entropy_mask")
@@ -444,7 +444,7 @@ def test_dapo_and_token_mean_normalise_by_the_tokens_of_one_optimizer_step():
 
 
 def test_sapo_gradient_is_the_unclipped_gradient_times_a_gate():
-    # grpo-variants.md box “本节没有实现的 TRL 选项”, sapo: “梯度是不截断时的 −Â w ∇log π_θ 乘上门 4σ(1−σ)。门在 w = 1 处为 1，
+    # grpo-variants.md box “本节没有展开的 TRL 选项”, sapo: “梯度是不截断时的 −Â w ∇log π_θ 乘上门 4σ(1−σ)。门在 w = 1 处为 1，
     # 离 1 越远越小，但它乘的是 w：默认温度下，w = 2 的 token 梯度仍比同策略时大，只有离 1 很远的 token 才被削弱
     # （τ 越大衰减越快）”. TRL's own _compute_loss, differentiated by autograd, on one completion of off-policy tokens.
     args = default_config(GRPOConfig)
@@ -474,7 +474,7 @@ def test_sapo_gradient_is_the_unclipped_gradient_times_a_gate():
 
 
 def test_sapo_decays_the_negative_advantage_side_that_hard_clipping_leaves_unbounded():
-    # grpo-variants.md box “本节没有实现的 TRL 选项”, sapo: the printed crossings (w ≈ 3.47 for τ = 1.0, 3.29 for
+    # grpo-variants.md box “本节没有展开的 TRL 选项”, sapo: the printed crossings (w ≈ 3.47 for τ = 1.0, 3.29 for
     # τ = 1.05) and “硬截断只在 Â > 0 且 w > 1+ε_high、或 Â < 0 且 w < 1−ε_low 时梯度为 0。Â < 0 而 w 很大时，硬截断照样给出随 w
     # 增长的梯度 −Âw（不设 delta 时）；SAPO 的门让这一侧的梯度也衰减下去”. Both from TRL's own _compute_loss.
     args = default_config(GRPOConfig)

@@ -12,7 +12,7 @@ from .pinned import module_exists, module_source, source
 
 
 def test_trl_has_no_ppo_trainer():
-    # ppo.md, table header “TRL PPOTrainer（trl/experimental/ppo）” and the TRL defaults quoted on the page (kl_coef 0.05,
+    # ppo.md, box “历史：TRL v1.12 的 PPOTrainer” and the TRL defaults quoted on the page (kl_coef 0.05,
     # cliprange, vf_coef 0.1, num_ppo_epochs 4, …): TRL 1.16 has no PPOTrainer at all, so none of these can be checked
     # against the pinned TRL; the page has to name the version it took them from.
     assert not module_exists("trl.experimental.ppo")
@@ -21,8 +21,8 @@ def test_trl_has_no_ppo_trainer():
 
 def test_verl_places_the_score_on_the_last_valid_token_in_the_reward_manager():
     # ppo.md “分数放在哪里。本书与 verl … 一样，把分数加在最后一个真实 token（EOS）上。verl 由奖励循环写在
-    # valid_response_length - 1 处（experimental/reward_loop/reward_manager/base.py 的 assemble_rm_scores；
-    # workers/reward_manager/naive.py 是旧实现，写法相同）”: the trainer gets its scores from RewardLoopManager, whose
+    # valid_response_length - 1 处” with its footnote “在 experimental/reward_loop/reward_manager/base.py 的 assemble_rm_scores
+    # 里；workers/reward_manager/naive.py 是旧实现，写法相同”: the trainer gets its scores from RewardLoopManager, whose
     # reward-manager classes come from verl.experimental.reward_loop; apply_kl_penalty only subtracts β·KL from
     # token_level_scores, and only with use_kl_in_reward=True.
     import re
@@ -114,8 +114,8 @@ def test_verl_vanilla_policy_loss_is_dual_clip_by_default():
 
 
 def test_verl_critic_and_actor_defaults():
-    # ppo.md table: “价值损失 … verl cliprange_value=0.5”; “每批样本的轮数 … verl ppo_epochs=1”; “critic 预热：
-    # verl trainer.critic_warmup（默认 0）”; “损失的汇总：verl loss_agg_mode 默认 token-mean”.
+    # ppo.md table: “价值损失 … verl cliprange_value=0.5”; “每批样本的轮数 … verl ppo_epochs=1”; “价值模型预热
+    # （critic warm-up）：… verl 的 trainer.critic_warmup（默认 0）”; “损失的汇总：verl loss_agg_mode 默认 token-mean”.
     import dataclasses
 
     from verl.workers.config.critic import CriticConfig
