@@ -375,3 +375,25 @@ def test_book_dpo_healthy_run_has_no_problem():
     d = diagnose(train_dpo(policy, (prompts, chosen, rejected), config, ref))
     assert d.kind == "dpo" and d.problems == [], str(d)
     assert [f.symptom for f in d.missing] == ["grad_norm_spike"]
+
+
+def test_every_key_the_book_loops_log_is_read_or_recognised():
+    """The book's GRPO (all logging options), PPO and DPO loops with chapter 8's evaluator: no key is unknown."""
+    from rlhf_toy.models.value_table import TableValueModel
+    from rlhf_toy.studies.comparison import _setup, make_evaluator, reference_preference_pairs
+    from rlhf_toy.train import DPOConfig, GRPOConfig, PPOConfig, train_dpo, train_grpo, train_ppo
+
+    torch.manual_seed(0)
+    task, policy, ref = _setup(0)
+    evaluate = make_evaluator(task, ref, 4)
+    grpo = GRPOConfig(num_generations=4, learning_rate=0.1, steps=2, dynamic_sampling=True, log_clip_sides=True)
+    logs = {"grpo": train_grpo(policy, task, grpo, ref, evaluate)}
+    task, policy, ref = _setup(0)
+    value_model = TableValueModel(task.n_prompts)
+    logs["ppo"] = train_ppo(policy, value_model, task, PPOConfig(steps=2), ref_policy=ref, evaluate=evaluate)
+    task, policy, ref = _setup(0)
+    pairs, _ = reference_preference_pairs(task, ref, 80)
+    logs["dpo"] = train_dpo(policy, pairs, DPOConfig(steps=2), ref, evaluate)
+    for kind, log in logs.items():
+        d = diagnose(log)
+        assert d.kind == kind and d.unknown == [], (kind, d.unknown)

@@ -26,54 +26,36 @@ KIND_NAMES = {
     "other": "其他（只有 loss 等通用指标）",
 }
 
-# 认得、但没有规则读的指标：TRL 1.16 的 GRPOTrainer / DPOTrainer 与 transformers Trainer 记录的其余名字，
-# 以及本书循环的其余键。不在这里、也没有规则读的指标列为“未识别”
-KNOWN = {
-    "loss",
-    "learning_rate",
-    "num_tokens",
-    "train_runtime",
-    "train_samples_per_second",
-    "train_steps_per_second",
-    "total_flos",
-    "train_loss",
-    "reward_std",
-    "frac_reward_zero_std",
-    "completions/min_length",
-    "completions/max_length",
-    "completions/mean_terminated_length",
-    "completions/min_terminated_length",
-    "completions/max_terminated_length",
-    "clip_ratio/low_mean",
-    "clip_ratio/high_mean",
-    "clip_ratio/low_min",
-    "clip_ratio/high_max",
-    "sampling/sampling_logp_difference/max",
-    "sampling/importance_sampling_ratio/min",
-    "sampling/importance_sampling_ratio/max",
-    "policy_loss",
-    "entropy_coef",
-    "aux_loss",
-    "cispo_clip_ratio",
-    "tools/call_frequency",
-    "tools/failure_frequency",
-    "rewards/rejected",
-    "rewards/accuracies",
-    "logps/rejected",
-    "logits/chosen",
-    "logits/rejected",
-    "mean_token_accuracy",
-    "effective_batch_size",
-    "kl_to_ref",
-    "objective/non_score_reward",
-    "objective/rlhf_reward",
-    "val/explained_variance",
-    "loss/policy_avg",
-    "loss/value_avg",
-    "policy/approxkl_avg",
-    "val/clipfrac_avg",
-    "rejected_prob",
-}
+# 认得、但没有规则读的指标。不在这里、也没有规则读的指标列为“未识别”
+KNOWN_TRL = frozenset(
+    {
+        # transformers Trainer
+        "loss", "learning_rate", "train_runtime", "train_samples_per_second", "train_steps_per_second",
+        "total_flos", "train_loss",
+        # TRL 1.16 GRPOTrainer
+        "num_tokens", "step_time", "reward_std", "completions/min_length", "completions/max_length",
+        "completions/mean_terminated_length", "completions/min_terminated_length", "completions/max_terminated_length",
+        "clip_ratio/low_mean", "clip_ratio/high_mean", "clip_ratio/low_min", "clip_ratio/high_max",
+        "sampling/sampling_logp_difference/max", "sampling/importance_sampling_ratio/min",
+        "sampling/importance_sampling_ratio/max", "policy_loss", "entropy_coef", "aux_loss", "cispo_clip_ratio",
+        "tools/call_frequency", "tools/failure_frequency",
+        # TRL 1.16 DPOTrainer
+        "rewards/rejected", "rewards/accuracies", "logps/rejected", "logits/chosen", "logits/rejected",
+        "mean_token_accuracy", "entropy",
+    }
+)  # fmt: skip
+"""TRL 1.16 与 transformers 记录、但没有规则读的指标名（`tests/claims/test_diagnose_rules.py` 对着源码检查）。"""
+
+KNOWN_BOOK = frozenset(
+    {
+        "effective_batch_size", "clip_ratio/low_mean", "clip_ratio/high_mean", "kl_to_ref", "rejected_prob",
+        "objective/non_score_reward", "objective/rlhf_reward", "val/explained_variance", "loss/policy_avg",
+        "loss/value_avg", "policy/approxkl_k1", "policy/approxkl_k3", "val/clipfrac_avg",
+    }
+)  # fmt: skip
+"""本书训练循环与评估函数记录、但没有规则读的指标名。"""
+
+KNOWN = KNOWN_TRL | KNOWN_BOOK
 KNOWN_PREFIXES = ("rewards/", "eval_", "test_")  # TRL：每个奖励函数的 rewards/<名字>/mean|std；评估加 eval_ 前缀
 
 

@@ -355,8 +355,8 @@ GRAD_HISTORY = 5
 def check_grad_spike(h: History, names: list[str | None]) -> tuple[int, str] | None:
     r"""梯度范数尖峰：某条日志的 `grad_norm` 不低于此前至多 20 条的中位数的 `GRAD_SPIKE` 倍（此前至少 `GRAD_HISTORY` 条）。
 
-    理由：transformers `Trainer` 记录的 `grad_norm` 是限幅（`max_grad_norm`，默认 1.0）**之前**的全局范数
-    （`docs/trl.md` 与 TRL 的差异），所以限幅挡住了更新，日志照样看得到尖峰。中位数不受偶发尖峰影响；10 倍远超
+    理由：transformers `Trainer` 记录的 `grad_norm` 是限幅（`max_grad_norm`，默认 1.0，见 `docs/trl.md` 与 TRL 的差异）
+    **之前**的全局范数（`Trainer._clip_grad_norm` 返回限幅前的范数），所以限幅挡住了更新，日志照样看得到尖峰。中位数不受偶发尖峰影响；10 倍远超
     批与批之间的正常起伏。尖峰常伴随 loss 尖峰、KL 跳变，或某一批里极端的重要性比率。
     """
     (grad,) = names
@@ -448,6 +448,7 @@ RULES: tuple[Rule, ...] = (
         "kl.md#限幅",
         "warning",
         check_kl_explodes,
+        note="TRL 的 GRPOTrainer 只在 beta ≠ 0 时记录 kl；TRL 1.16 的默认 beta=0.0",
     ),
     Rule(
         "entropy_collapse",
@@ -533,6 +534,14 @@ RULES: tuple[Rule, ...] = (
     ),
 )
 """全部规则，按报告里的顺序。"""
+
+BOOK_ALIASES = frozenset(
+    {
+        "objective/kl", "objective/scores", "policy/entropy_avg", "policy/clipfrac_avg", "clip_ratio",
+        "sample_length", "completion_length", "accuracy", "success_prob",
+    }
+)  # fmt: skip
+"""规则读的名字里本书训练循环与评估函数的名字（其余是 TRL 1.16 / transformers 的名字，或 TRL 加了 `eval_` 前缀的评估指标）。"""
 
 # 每条规则里可以缺的量（规则里有替代）：dpo_chosen_down 的 logps/chosen 与 rewards/chosen 二选一，
 # sampler_mismatch 的两个指标有一个即可
