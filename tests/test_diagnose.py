@@ -345,12 +345,29 @@ def test_book_grpo_healthy_run_has_no_problem():
     assert {f.symptom for f in d.findings if f.status == "clean"} >= {"kl_explodes", "entropy_collapse"}
 
 
+def test_book_grpo_converging_fast_is_a_deep_entropy_collapse_not_a_fast_one():
+    # learning rate 0.5 (chapter 6's seed demo): the policy converges on the single correct answer; entropy falls below
+    # 5 % of log 8 with the reward near 1 (the report shows it), never a third of it within two logs; no KL explosion
+    torch.manual_seed(0)
+    log = _bandit_grpo(learning_rate=0.5, steps=16)
+    entropy = [r["entropy"] for r in log]
+    assert max(entropy[i - 2] - entropy[i] for i in range(2, len(entropy))) < 0.28 * entropy[0]
+    d = diagnose(log)
+    found = {f.symptom: f for f in d.problems}
+    assert "kl_explodes" not in found
+    assert (
+        "不到起始 2.076 的 5%" in found["entropy_collapse"].evidence
+        and "reward = 0.9" in found["entropy_collapse"].evidence
+    )
+
+
 def test_book_grpo_learning_rate_far_too_high():
     torch.manual_seed(0)
     d = diagnose(_bandit_grpo(learning_rate=10.0, steps=8))
     found = {f.symptom: f for f in d.problems}
     assert set(found) == {"entropy_collapse", "kl_explodes", "no_learning_signal"}, str(d)
     assert found["entropy_collapse"].step == 1 and found["kl_explodes"].step == 1  # 2.08 -> 1.19 in one step
+    assert "从 2.076 掉到 1.187" in found["entropy_collapse"].evidence
     assert found["no_learning_signal"].step == 5  # the policy sits on wrong answers: every group scores 0
     # clip_ratio is 0.45, 0.2, 0.1 in steps 1-3: high, but not for SUSTAIN = 3 logs in a row
     assert next(f for f in d.findings if f.symptom == "clip_ratio_high").status == "clean"
