@@ -27,7 +27,19 @@ def _lint_imports(cwd: Path, pythonpath: Path) -> subprocess.CompletedProcess[st
 def test_the_layer_and_acyclic_contracts_are_kept():
     result = _lint_imports(ROOT, ROOT / "src")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "2 kept, 0 broken" in result.stdout
+    assert "3 kept, 0 broken" in result.stdout
+
+
+def test_diagnose_importing_a_training_loop_breaks_the_contract(tmp_path):
+    # rlhf_toy.diagnose sits beside exercises/integrations but reads logs only: a forbidden contract keeps it from
+    # importing any other layer (readers run it on their own logs without the book's training code)
+    shutil.copytree(PACKAGE, tmp_path / "src" / "rlhf_toy", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    rules = tmp_path / "src" / "rlhf_toy" / "diagnose" / "rules.py"
+    rules.write_text(rules.read_text(encoding="utf-8") + "\nimport rlhf_toy.train.grpo  # noqa\n", encoding="utf-8")
+    result = _lint_imports(tmp_path, tmp_path / "src")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "rlhf_toy.diagnose.rules -> rlhf_toy.train.grpo" in result.stdout
 
 
 def test_a_lower_layer_importing_a_study_breaks_the_contract(tmp_path):
@@ -45,6 +57,17 @@ def test_the_top_level_holds_only_the_tools_beside_the_layers():
     assert modules == TOOLS, f"new top-level module(s) {sorted(modules - TOOLS)}: put them in a layer (CONTRIBUTING.md)"
     layers = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists())
     assert layers == sorted(
-        ["demos", "estimators", "exercises", "integrations", "losses", "models", "policies", "rollout", "studies"]
+        [
+            "demos",
+            "diagnose",
+            "estimators",
+            "exercises",
+            "integrations",
+            "losses",
+            "models",
+            "policies",
+            "rollout",
+            "studies",
+        ]
         + ["tasks", "train"]
     )

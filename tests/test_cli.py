@@ -5,6 +5,7 @@ Also: every `python -m rlhf_toy …` command shown to readers (README.md, docs/*
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -203,3 +204,33 @@ def test_chapter_12_phases_are_checked_per_command():
     assert out.returncode == 2 and "distill 没有阶段 'rollout'；可选：modes、onpolicy" in out.stderr
     with pytest.raises(ValueError, match="--seed 1"):  # no --seed on the command line; the function refuses too
         DEMOS["offpolicy"](seed=1, phase="bias")
+
+
+# --- diagnose: reads a log file, takes a path instead of phases ---
+
+
+def test_diagnose_help_shows_the_path_and_no_demo_options(capsys, monkeypatch):
+    out = help_text(capsys, monkeypatch, "diagnose")
+    assert "usage: python -m rlhf_toy diagnose [-h] [--accuracy-metric NAME] PATH" in out
+    assert CHAPTERS["diagnose"] in out and "trainer_state.json" in out
+    for not_here in ("--quick", "--seed", "PHASE"):
+        assert not_here not in out
+
+
+def test_diagnose_bad_path_is_a_usage_error(capsys, tmp_path):
+    missing = tmp_path / "no_such" / "trainer_state.json"
+    assert usage_error(capsys, "diagnose", str(missing)) == (
+        f"python -m rlhf_toy: error: diagnose：path：{str(missing)!r} 不是一个存在的文件；要的是 TRL 写出的 trainer_state.json"
+    )
+    (tmp_path / "config.json").write_text('{"model_type": "qwen2"}', encoding="utf-8")
+    assert "不是训练日志" in usage_error(capsys, "diagnose", str(tmp_path / "config.json"))
+    assert usage_error(capsys, "diagnose").endswith("the following arguments are required: PATH")
+
+
+def test_diagnose_prints_the_report(capsys, tmp_path):
+    log = [{"step": s, "loss": 0.1, "reward": 0.5, "frac_reward_zero_std": 1.0} for s in (1, 2, 3)]
+    (tmp_path / "trainer_state.json").write_text(json.dumps({"log_history": log}), encoding="utf-8")
+    assert main(["diagnose", str(tmp_path / "trainer_state.json")]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"训练日志诊断：{tmp_path / 'trainer_state.json'}")
+    assert "组内奖励全相同，没有学习信号（第 1 步起）" in out and "缺少指标、没能检查：" in out

@@ -8,7 +8,8 @@
     python -m rlhf_toy trl grpo --quick --processes 2
 
 `--quick` 每个演示都有；`--seed` 第 12 章的三个演示（offpolicy、distill、tools）没有，它们的种子固定为 0；
-`--processes` 与 `--init-from` 只有 trl 有。环境变量 `DQN_QUICK=1` 与 `--quick` 等价（种子 notebook 的约定）。
+`--processes` 与 `--init-from` 只有 trl 有。`diagnose` 不是演示：它读一个训练日志文件（`python -m rlhf_toy diagnose
+trainer_state.json`），没有阶段、`--quick` 与 `--seed`。环境变量 `DQN_QUICK=1` 与 `--quick` 等价（种子 notebook 的约定）。
 """
 
 from __future__ import annotations
@@ -75,7 +76,8 @@ def _parser() -> argparse.ArgumentParser:
   {PROG} seed                 第 1 章的种子演示
   {PROG} grpo --quick         只跑很短的版本（也可设环境变量 DQN_QUICK=1）
   {PROG} tiny-lm dpo          第 9 章的 DPO 阶段
-  {PROG} tiny-lm --help       tiny-lm 的阶段与选项""",
+  {PROG} tiny-lm --help       tiny-lm 的阶段与选项
+  {PROG} diagnose out/trainer_state.json   诊断自己的训练日志""",
     )
     p.add_argument("-h", "--help", action="help", help="显示本帮助并退出")
     sub = p.add_subparsers(
@@ -85,6 +87,17 @@ def _parser() -> argparse.ArgumentParser:
         help=f"上表中的一个演示；`{PROG} DEMO --help` 列出它的阶段与选项",
     )
     for demo, chapter in demos.CHAPTERS.items():
+        if demo in demos.PATH_COMMANDS:
+            d = sub.add_parser(demo, description=chapter, add_help=False)
+            d.add_argument("-h", "--help", action="help", help="显示本帮助并退出")
+            d.add_argument("path", metavar="PATH", help=demos.PATH_COMMANDS[demo])
+            d.add_argument(
+                "--accuracy-metric",
+                default=None,
+                metavar="NAME",
+                help="留出集正确率的指标名（默认依次找 eval_accuracy、accuracy、success_prob、eval_reward）",
+            )
+            continue
         phases = demos.PHASES.get(demo, {})
         description = chapter
         if demo in demos.CHAPTER_12:
@@ -135,6 +148,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.demo is None:
         parser.print_help()
+        return 0
+    if args.demo in demos.PATH_COMMANDS:
+        try:
+            demos.DEMOS[args.demo](args.path, accuracy_metric=args.accuracy_metric)
+        except ValueError as e:  # 读不了的文件、不是日志、NaN：一行中文报错，退出码 2（同用法错误）
+            parser.error(f"{args.demo}：{e}")
         return 0
     quick = args.quick or os.environ.get("DQN_QUICK", "") not in ("", "0")
     extra = {} if args.phase is None else {"phase": args.phase}

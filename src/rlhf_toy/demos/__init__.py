@@ -33,6 +33,11 @@ from rlhf_toy.demos.reasoning import run_reasoning  # noqa: E402 - 第 11 章
 DEMOS["reasoning"] = run_reasoning
 __all__ += ["run_reasoning"]
 
+from rlhf_toy.demos.diagnose import run_diagnose  # noqa: E402 - 第 14 章（读日志，不训练）
+
+DEMOS["diagnose"] = run_diagnose
+__all__ += ["run_diagnose"]
+
 # 命令行的说明：`python -m rlhf_toy --help` 每个演示一行（所在章节与内容），按章节排列
 CHAPTERS = {
     "seed": "第 1 章：种子演示，查表策略上先 GRPO 再 DPO",
@@ -49,7 +54,10 @@ CHAPTERS = {
     "offpolicy": "第 12 章：异策略（落后的采样器、重要性修正）",
     "distill": "第 12 章：蒸馏（前向与反向 KL，同策略蒸馏）",
     "tools": "第 12 章：工具调用（多轮回答，遮住工具输出）",
+    "diagnose": "第 14 章：诊断自己的训练日志（TRL 的 trainer_state.json）",
 }
+# 读文件、不训练的命令：命令 -> 位置参数 PATH 的说明（没有阶段、--quick、--seed）
+PATH_COMMANDS = {"diagnose": "TRL 写出的 trainer_state.json（或每步一个指标对象的 JSON 列表）"}
 # 有阶段的演示：演示 -> {阶段: 说明}；不写阶段时用演示函数的默认阶段（`phase` 参数的默认值，第 12 章是第一个）
 PHASES = {
     "tiny-lm": {
