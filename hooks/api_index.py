@@ -14,7 +14,8 @@ that mkdocstrings renders); api/index.md is written by hand except for two place
   to the object's new place (tests/site/test_site_static.py checks every anchor the one page had).
 
 To know every documented object, api/index.md must be rendered after the other api/ pages: on_files moves it to
-the end of the file list (MkDocs renders pages in that order). The links in the table are ordinary Markdown
+the end of the file list (MkDocs renders pages in that order); under `mkdocs serve --dirty` a change to any api/
+page re-renders all of them. The links in the table are ordinary Markdown
 links, so `mkdocs build --strict` (validation.anchors) checks that every object's new anchor exists.
 """
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import html as _html
 import logging
+import os
 import re
 from pathlib import Path
 
@@ -86,11 +88,25 @@ def _is_layer_page(src_uri: str) -> bool:
     return src_uri.startswith(API_DIR) and src_uri.endswith(".md") and src_uri != INDEX
 
 
+_dirty_serve = False  # `mkdocs serve --dirty` (make serve's preview, hooks/preview.py)
+
+
+def on_startup(command, dirty):
+    global _dirty_serve
+    _dirty_serve = command == "serve" and dirty
+
+
 def on_files(files, config):
     index = files.get_file_from_path(INDEX)
     if index is not None:  # render it last: it lists what the other pages document
         files.remove(index)
         files.append(index)
+    if _dirty_serve:  # a dirty rebuild renders only changed pages; the index needs every API page rendered with it
+        api = [f for f in files.documentation_pages() if f.src_uri.startswith(API_DIR)]
+        if any(f.is_modified() for f in api):
+            for f in api:
+                if Path(f.abs_dest_path).exists():
+                    os.utime(f.abs_dest_path, (0, 0))
     return files
 
 
