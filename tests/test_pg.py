@@ -113,7 +113,7 @@ def test_expected_reward_is_mean_success_prob():
 
 
 def test_gradient_estimator_bias_and_offset_variance():
-    """无基线与 RLOO 无偏（系数 ≈ 1）；含自身的均值基线把梯度缩成 (k−1)/k；奖励加常数只放大无基线的方差。"""
+    """无基线与 RLOO 无偏（系数 ≈ 1）；含自身的均值基线把梯度缩成 (G−1)/G；奖励加常数只放大无基线的方差。"""
     torch.manual_seed(4)
     task, policy = BanditTask.make(10, 4), TablePolicy.random(10, 4)
     k = 4

@@ -17,8 +17,8 @@ from .pinned import DOCS, default_config, source
 
 
 def test_grpo_defaults_to_no_kl_and_no_reference_model():
-    # overview.md “四个模型”: “TRL 1.16.0 的 `GRPOConfig` 默认 `beta=0.0`，这时连参考模型都不加载”; “运行结果”:
-    # “TRL 1.16.0 的默认是 β = 0、`num_iterations=1`、`loss_type="dapo"`”.
+    # overview.md “四个模型”: “TRL 1.16.0 的 `GRPOConfig` 默认 `beta=0.0`，这时连参考模型都不加载”; “运行结果”,
+    # footnote seed-trl-defaults: “TRL 1.16.0 的默认是 β = 0、`num_iterations=1`、`loss_type="dapo"`”.
     args = default_config(GRPOConfig)
     assert (args.beta, args.num_iterations, args.loss_type) == (0.0, 1, "dapo")
     assert "if self.beta == 0.0: # If beta is 0.0, the reference model is not needed self.ref_model = None" in source(
@@ -140,8 +140,8 @@ def test_dpo_can_precompute_reference_logps():
 
 
 def test_grpo_puts_importance_weighted_k3_in_the_loss_and_log():
-    # overview.md “玩具在哪里做了简化”: “TRL 1.16.0 的 GRPOTrainer 默认 `use_bias_correction_kl=True`，放进损失的是
-    # w·k3”; “运行结果”: TRL 的默认还有 `use_bias_correction_kl=True`，“TRL 放进损失、记进日志的是乘上比率 w 的 k3”.
+    # overview.md “运行结果”, footnote seed-trl-defaults: “设了 β ≠ 0 时，放进损失、记进日志的是乘上比率 w 的 k3”
+    # (TRL 1.16.0's default `use_bias_correction_kl=True`).
     assert default_config(GRPOConfig).use_bias_correction_kl is True
     loss = source(GRPOTrainer._compute_loss)
     assert "if self.args.use_bias_correction_kl: per_token_kl = per_token_kl * coef_1" in loss

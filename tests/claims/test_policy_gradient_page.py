@@ -20,7 +20,7 @@ from .pinned import (
 
 
 def test_rloo_config_defaults():
-    # policy-gradient.md: “β 是 KL 系数（beta，TRL 默认 0.05）”, “β 取 TRL RLOOConfig 的默认 0.05；k = 4 是本书的默认
+    # policy-gradient.md: “β 是 KL 系数（beta，TRL 默认 0.05）”, “β 取 TRL RLOOConfig 的默认 0.05；G = 4 是本书的默认
     # （TRL 默认 num_generations=2）”, and the table row “TRL num_generations=2”.
     args = default_config(RLOOConfig)
     assert (args.beta, args.num_generations) == (0.05, 2)
@@ -43,7 +43,7 @@ def test_rloo_default_config_refuses_a_cpu_only_machine_without_use_cpu():
 
 def test_rloo_config_refuses_one_generation():
     # policy-gradient.md, “组内只有 1 个回答时 … TRL 的 RLOOConfig 直接拒绝 num_generations < 2 … 只有评估时
-    # num_generations_eval=1 才会走到 k = 1，那时 TRL 把优势置 0”.
+    # num_generations_eval=1 才会走到 G = 1，那时 TRL 把优势置 0”.
     with pytest.raises(ValueError, match="RLOO requires at least 2 generations per prompt"):
         config(RLOOConfig, num_generations=1)
     text = source(RLOOTrainer)

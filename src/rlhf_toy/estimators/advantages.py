@@ -81,17 +81,17 @@ def group_advantages(rewards: Tensor, num_generations: int, scale_rewards: str =
 def rloo_advantages(rewards: Tensor, num_generations: int) -> Tensor:
     r"""留一法基线（leave-one-out baseline）的优势：RLOO（Ahmadian et al., 2024, arXiv 2402.14740）。
 
-    回答 $i$ 的基线是同组**其余** $k-1$ 个回答的平均奖励，它与 $y_i$ 独立，所以梯度估计无偏：
+    回答 $i$ 的基线是同组**其余** $G-1$ 个回答的平均奖励，它与 $y_i$ 独立，所以梯度估计无偏：
 
-    $$\hat A_i = r_i - \frac{1}{k-1}\sum_{j\ne i} r_j = \frac{k}{k-1}\big(r_i - \bar r\big),$$
+    $$\hat A_i = r_i - \frac{1}{G-1}\sum_{j\ne i} r_j = \frac{G}{G-1}\big(r_i - \bar r\big),$$
 
-    $k$ 是组大小（`num_generations`），$\bar r$ 是组内平均。代码用右边的形式，与 verl
+    $G$ 是组大小（`num_generations`），$\bar r$ 是组内平均。代码用右边的形式，与 verl
     `compute_rloo_outcome_advantage` 相同；TRL `RLOOTrainer` 用左边的形式（逐个减去其余回答的平均），
     并把所有奖励函数都返回 None 的回答排除在基线之外（分母是可打分回答数 − 1）。奖励全部有值时两者相等。
 
     Args:
         rewards: 每个回答的标量奖励，形状 `(B,)`，浮点；同一提示词的 `num_generations` 个回答相邻。
-        num_generations: 组大小 $k$，须整除 `B`。
+        num_generations: 组大小 $G$，须整除 `B`。
 
     Returns:
         形状 `(B,)` 的优势。组内奖励全部相同时恰好为 0；`num_generations == 1` 时没有“其余回答”，

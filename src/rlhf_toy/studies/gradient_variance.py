@@ -52,7 +52,7 @@ def policy_gradient_stats(
         policy: 查表策略（不会被修改）。
         task: 查表任务。
         baseline: `"none"`、`"mean"` 或 `"rloo"`（见 `reinforce_advantages`）。
-        num_generations: 每个提示词的回答数 $k$。
+        num_generations: 每个提示词的回答数 $G$。
         n_batches: 独立的批数（消耗全局随机数生成器）。
         reward_offset: 给每个奖励加上的常数 $c$。$\sum_y\pi(y\mid x)\,c$ 与 $\theta$ 无关，
             所以真实梯度不变；变的只是估计的方差（有基线时连方差也不变）。

@@ -4,7 +4,7 @@ r"""REINFORCE 与 RLOO 的训练循环：采样 → 打分 → 减基线 → 一
 
 * `"none"`：$\hat A_i = r_i$，即基线 $b = 0$ 的 REINFORCE（Williams 1992 的原式 $(r - b)\nabla\log\pi$ 本身带基线）；
 * `"mean"`：$\hat A_i = r_i - \bar r$，减去组内平均（含自己，Dr. GRPO 的优势）；
-* `"rloo"`：$\hat A_i = \frac{k}{k-1}(r_i - \bar r)$，留一法基线（RLOO，arXiv 2402.14740）。
+* `"rloo"`：$\hat A_i = \frac{G}{G-1}(r_i - \bar r)$，留一法基线（RLOO，arXiv 2402.14740）。
 """
 
 # --8<-- [start:imports]
@@ -33,7 +33,7 @@ def reinforce_advantages(rewards: Tensor, num_generations: int, baseline: str = 
 
     Args:
         rewards: 每条回答的奖励，形状 `(B,)`；同一提示词的 `num_generations` 个回答相邻。
-        num_generations: 组大小 $k$。
+        num_generations: 组大小 $G$。
         baseline: `"none"`、`"mean"` 或 `"rloo"`。
 
     Returns:
@@ -59,7 +59,7 @@ class ReinforceConfig:
     r"""REINFORCE 的超参数。
 
     Attributes:
-        num_generations: 每个提示词采样的回答数 $k$（TRL 的 `num_generations`）。
+        num_generations: 每个提示词采样的回答数 $G$（TRL 的 `num_generations`）。
         baseline: `"none"`、`"mean"` 或 `"rloo"`。
         beta: KL 系数 $\beta$：把 $\beta\sum_t(\log\pi_{old} - \log\pi_{ref})$ 从奖励里扣掉（TRL `RLOOTrainer`）。
         learning_rate: Adam 学习率（查表策略直接优化 logits，可以很大）。
