@@ -342,8 +342,9 @@ def test_seconds_figure_seeds_0_and_2_start_at_the_same_accuracy():
 
 
 def test_length_lesson_notebook_output_grpo_lengthens_correct_answers_too():
-    # tiny-lm.md, 长度一课 (seed 0, from the notebook's stored output): “从第 5 步到第 40 步，grpo 下答错的回答比 dapo 长
-    # 0.23 到 0.37 个 token，答对的回答也长 0.06 到 0.29 个 token；dr_grpo 与 dapo 之差都不到 0.1”.
+    # tiny-lm.md, 长度一课 (seed 0, from the notebook's stored output): “notebook 还打印了答对回答的长度：grpo 下它们也比
+    # dapo 长 0.06 到 0.29 个 token，dr_grpo 与 dapo 之差都不到 0.1”; the wrong-answer differences (0.23 to 0.37) are the
+    # ones the page prints from docs/data/tiny_lm_figures.json, so the notebook and the cache are the same run.
     import json
 
     from .pinned import DOCS
@@ -377,3 +378,68 @@ def test_length_lesson_seeds_start_far_apart():
     runs = json.loads((DOCS / "data" / "tiny_lm_figures.json").read_text(encoding="utf-8"))["length_lesson"]
     start = {seed: runs[seed]["dapo"][0]["accuracy"] for seed in runs}
     assert start["1"] > 10 * max(start["0"], start["2"])
+
+
+def test_length_table_truncation_and_wrong_answer_lengths():
+    # tiny-lm.md, 长度一课, under the seed-0 table read from docs/data/tiny_lm_figures.json: “三种方式下被超长截停的比例
+    # 从第 15 步起都在 0.01 上下”; “从第 5 步到第 40 步，grpo 下答错的回答每一步都比 dapo 长……dr_grpo 与 dapo 之差小得多”;
+    # “三种方式下，答错的回答都从 8.50 个 token 缩到 4 个多”.
+    import json
+
+    from .pinned import DOCS
+
+    runs = json.loads((DOCS / "data" / "tiny_lm_figures.json").read_text(encoding="utf-8"))["length_lesson"]["0"]
+    assert all(r["truncated"] < 0.015 for rows in runs.values() for r in rows if r["step"] >= 15)
+    grpo = [r["length_wrong"] - d["length_wrong"] for r, d in zip(runs["grpo"][1:], runs["dapo"][1:], strict=True)]
+    dr = [r["length_wrong"] - d["length_wrong"] for r, d in zip(runs["dr_grpo"][1:], runs["dapo"][1:], strict=True)]
+    assert min(grpo) > 0 and max(abs(x) for x in dr) < min(grpo) / 2
+    assert all(round(rows[0]["length_wrong"], 2) == 8.50 and 4 < rows[-1]["length_wrong"] < 5 for rows in runs.values())
+
+
+def test_dpo_and_ppo_cache_supports_the_page():
+    # tiny-lm.md, 运行结果 “DPO 与 PPO”, under the block that prints docs/data/tiny_lm_runs.json: “两组 DPO 都把偏好对分开了
+    # （rewards/accuracies 都在 0.95 以上），留出集正确率却都下降了。学习率大、β 小的第一组降得最多，rewards/chosen 是负数……
+    # 第二组离参考模型近得多，rewards/chosen 只是略为负……PPO……40 步之后留出集正确率上升。它的价值模型……
+    # （val/explained_variance 接近 0）”; and 常见错误: “那一组里多数偏好对的被选回答概率都降了，偏好对提示词上的贪心正确率
+    # 也大幅下降。留出集正确率同样下降” and “留出集正确率却大幅下降”.
+    import json
+
+    from .pinned import DOCS
+
+    runs = json.loads((DOCS / "data" / "tiny_lm_runs.json").read_text(encoding="utf-8"))
+    dpo, ppo = runs["dpo"], runs["ppo"]
+    first, second = dpo["runs"]
+    assert (first["learning_rate"], first["beta"]) == (5e-4, 0.1) and (second["learning_rate"], second["beta"]) == (
+        1e-4,
+        0.5,
+    )
+    assert all(r["rewards/accuracies"] > 0.95 and r["accuracy"] < dpo["accuracy_before"] for r in dpo["runs"])
+    assert first["accuracy"] < second["accuracy"] and first["accuracy"] < dpo["accuracy_before"] / 2
+    assert first["rewards/chosen"] < 0 and -0.1 < second["rewards/chosen"] < 0
+    assert first["chosen_fell"] > 0.5 and first["pair_accuracy"] < dpo["pair_accuracy_before"] / 2
+    assert ppo["steps"] == dpo["steps"] == 40 and ppo["after"]["accuracy"] > ppo["accuracy_before"]
+    assert abs(ppo["explained_variance"]) < 0.1
+
+
+def test_uniform_sampling_box_supports_the_page():
+    # tiny-lm.md, folded box “深入：均匀抽题与均衡抽题的对照”, from docs/data/tiny_lm_runs.json: “均匀抽题的热启动之后，1+2、2+1
+    # 里 8 个回答全错的题不到一半，比例却比 2+2 高得多”; “再跑 100 步 GRPO，2+2 答错的题大幅减少；1+2、2+1 答错的题只少了
+    # 几道，仍有六成以上答错。全错的题也只少了几道”.
+    import json
+
+    from .pinned import DOCS
+
+    uniform = json.loads((DOCS / "data" / "tiny_lm_runs.json").read_text(encoding="utf-8"))["uniform"]
+    sft, grpo = uniform["sft"]["errors"], uniform["grpo"]["errors"]
+    assert uniform["steps"] == 100
+
+    def frac(table, shape, key):
+        return table[shape][key] / table[shape]["problems"]
+
+    rare = ("1+2", "2+1")
+    assert all(
+        frac(sft, s, "all_wrong") < 0.5 and frac(sft, s, "all_wrong") > 3 * frac(sft, "2+2", "all_wrong") for s in rare
+    )
+    assert grpo["2+2"]["wrong"] < sft["2+2"]["wrong"] / 2
+    assert all(0 <= sft[s]["wrong"] - grpo[s]["wrong"] <= 9 and frac(grpo, s, "wrong") > 0.6 for s in rare)
+    assert all(0 <= sft[s]["all_wrong"] - grpo[s]["all_wrong"] <= 5 for s in rare)

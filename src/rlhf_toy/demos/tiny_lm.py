@@ -43,7 +43,7 @@ def grpo_config(quick: bool = False, **overrides: Any) -> GRPOConfig:
     `epsilon` 与 `epsilon_high` 其实不起作用，保留它只是为了与 DAPO 的配置一致。
 
     Args:
-        quick: 是否只跑短版本（100 步；完整版 300 步）。
+        quick: 是否只跑第 9 章的快速版（100 步）；否则 300 步（命令行不带 `--quick` 时）。
         **overrides: 覆盖任意字段，例如 `loss_type="grpo"`。
 
     Returns:
