@@ -39,16 +39,25 @@ from rlhf_toy.train.grpo import train_grpo  # noqa: E402
 from rlhf_toy.train.ppo import PPOConfig, train_ppo  # noqa: E402
 
 CACHE = ROOT / "docs" / "data" / "tiny_lm_runs.json"
-HASHED = [
+HASHED = [  # every module rlhf_toy.demos.tiny_lm imports (tests/test_cache_keys.py checks the list is complete)
     "demos/tiny_lm.py",
     "tasks/addition.py",
-    "policies",
+    "tasks/bandit.py",
+    "policies/table.py",
+    "policies/transformer.py",
     "train/grpo.py",
     "train/sft.py",
     "train/dpo.py",
     "train/ppo.py",
-    "losses",
-    "estimators",
+    "losses/aggregate.py",
+    "losses/dpo.py",
+    "losses/grpo.py",
+    "losses/ppo.py",
+    "estimators/advantages.py",
+    "estimators/dynamic_sampling.py",
+    "estimators/entropy.py",
+    "estimators/kl.py",
+    "estimators/rewards.py",
 ]
 DPO_SETTINGS = ((5e-4, 0.1), (1e-4, 0.5))  # (学习率, beta)，同 notebook
 PAIR_PROMPTS = 256  # 造偏好对用的提示词数，同 notebook
