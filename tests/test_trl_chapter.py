@@ -454,3 +454,43 @@ def test_launcher_options_exist():
         "--module",
     ):
         assert option in help_text, option
+
+
+def test_timing_prose_follows_the_cached_measurements():
+    """trl.md states the timing results in words, not numbers (the numbers are printed by its blocks from
+    docs/data/trl.json); these are the words, checked against the cache so a rerun that contradicts them fails."""
+    cache = json.loads((ROOT / "docs" / "data" / "trl.json").read_text(encoding="utf-8"))
+    one, two = cache["grpo"]["1"]["seconds_by_part"], cache["grpo"]["2"]["seconds_by_part"]
+    total = sum(one.values())
+    # “一步里占大头的是生成、前向与反向传播；打分……只占一两个百分点”；“生成不到一步的三分之一”
+    assert (one["生成"] + one["前向与损失"] + one["反向传播"]) / total > 0.8
+    assert one["打分"] / total < 0.03 and one["生成"] / total < 1 / 3
+    # “其余准备在 2 个进程时比 1 个进程时多”
+    assert two["其余准备"] > one["其余准备"]
+    m = cache["speed_control"]["means"]
+    # “TRL 的默认设置比本章的设置慢约三倍。只开 bf16 时慢两倍多，只开梯度检查点时只慢一点”
+    assert 2.5 < m["trl_defaults"] / m["trl_float32"] < 3.5
+    assert 2.0 < m["trl_bf16_only"] / m["trl_float32"] < 3.0
+    assert 1.0 < m["trl_checkpointing_only"] / m["trl_float32"] < 1.5
+    # “差距里最大的一块是两个模型的前向加反向传播之差，按平均数与中位数都接近一半”
+    for key in ("means", "seconds"):
+        s = cache["speed_control"][key]
+        gap = s["trl_float32"] - s["ours"]
+        blocks = {
+            "model": s["qwen2_forward_backward"] - s["ours_forward_backward"],
+            "head": s["qwen2_fused_head_forward_backward"] - s["qwen2_forward_backward"],
+            "generate": s["qwen2_generate"] - s["ours_sample"],
+        }
+        blocks["rest"] = gap - sum(blocks.values())
+        assert max(blocks, key=blocks.get) == "model" and 0.35 < blocks["model"] / gap < 0.6
+    # “bf16 的前向加反向传播比 float32 慢得多；只放开 ATen 与 oneDNN 之后，bf16 反而用时更少”
+    isa = cache["bf16_isa"]
+    assert isa["pinned"]["bf16"] / isa["pinned"]["float32"] > 2
+    assert isa["unpinned"]["bf16"] / isa["unpinned"]["float32"] < 1
+    # “2 个进程每步比 1 个进程快，但远没有快一倍……离 2 很远”；“测量时机器几乎空闲”；
+    # “每个进程的生成、前向与损失、反向传播，都没有减到 1 个进程时的一半”
+    control = cache["process_control"]
+    assert 1.0 < control["means"]["1"] / control["means"]["2"] < 1.6
+    assert max(control["loadavg_before"][0], control["loadavg_after"][0]) < 2.5
+    for part in ("生成", "前向与损失", "反向传播"):
+        assert two[part] > one[part] / 2
