@@ -8,6 +8,7 @@ every chapter and appendix title in the text and in the bookmarks.
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import re
 import shutil
@@ -99,12 +100,16 @@ def test_book_pdf(mkdocs_config):
     flat, outline = _norm(text), _norm(" ".join(_outline_titles(reader)))
     site = Path(path).parent
     missing = []
+    print_site = next(p["print-site"] for p in mkdocs_config["plugins"] if isinstance(p, dict) and "print-site" in p)
+    excluded = print_site.get("exclude", [])  # pages left out of the print page (the claims ledger: a long table)
     for item in mkdocs_config["nav"]:
         for section, pages in item.items():
             for entry in pages if isinstance(pages, list) else [{section: pages}]:
                 for _title, src in entry.items():
                     if not isinstance(src, str) or src.startswith(("notebooks/", "api/")):
                         continue  # notebooks and the API reference (a section of its own) are not in the PDF
+                    if any(fnmatch.fnmatch(src, pattern) for pattern in excluded):
+                        continue
                     html = site / ("" if src == "index.md" else src[:-3]) / "index.html"
                     h1 = BeautifulSoup(html.read_text(encoding="utf-8"), "html.parser").h1.get_text(strip=True)
                     h1 = _norm(h1.replace("¶", ""))
