@@ -3,7 +3,7 @@ r"""蒸馏（distillation）的损失：同策略（on-policy）逐 token 反向
 两条路线（第 12 章）：
 
 * **同策略蒸馏**：学生自己采样 $y\sim\pi_\theta$，教师给每个位置打分。逐 token 优势
-  $A_t = \log\pi_T(y_t\mid x, y_{<t}) - \log\pi_\theta(y_t\mid x, y_{<t})$（不带梯度，即单样本的 $-k_1$），
+  $A_t = \log\pi_T(y_t) - \log\pi_\theta(y_t)$（两个概率都以 $x, y_{<t}$ 为条件；不带梯度，即单样本的 $-k_1$），
   喂给折扣为 0 的逐 token REINFORCE。出处：Agarwal et al.（2024，GKD，arXiv:2306.13649）在学生样本上最小化
   逐 token 散度；Gu et al.（2024，MiniLLM，arXiv:2306.08543）用策略梯度最小化反向 KL；Thinking Machines 的博客
   “On-Policy Distillation”（Lu et al.，2025-10）把 $-$ 逐 token 反向 KL 当作折扣为 0 的逐 token 奖励。
