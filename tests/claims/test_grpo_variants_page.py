@@ -393,16 +393,16 @@ def test_dapo_drops_the_kl_term_trl_default_beta_is_zero():
 def test_dapo_and_token_mean_normalise_by_the_tokens_of_one_optimizer_step():
     # grpo-variants.md, 直觉: “TRL 的 dapo 与 verl 的 token-mean（DAPO 开源配方所用）不分组，把一个优化步的全部 token 放在一起
     # 归一” (the DAPO paper's own objective divides by the tokens of one prompt's G completions; TRL and verl do not).
-    # 公式: “bnpo 只数当前这一小批 … dapo 数的是整个生成批次 … 的 token。TRL 默认一批生成正好用一个优化步 … 一批生成分 k 个
-    # 优化步用完时，dapo 每步的分母是整批 token 数的 1/k” and footnote dapo-normaliser. Table rows “按 token 平均（本小批）”
+    # 公式: “bnpo 只数当前这一小批 … dapo 数的是整个生成批次 … 的 token。TRL 默认一批生成正好用一个优化步 … 一批生成分 n_step 个
+    # 优化步用完时，dapo 每步的分母是整批 token 数的 1/n_step” and footnote dapo-normaliser. Table rows “按 token 平均（本小批）”
     # (verl: “—（verl 训练时总是传入全局 token 数）”) and “按 token 平均（一个优化步的全部 token）” (verl: “分母是一个 PPO 小批
     # （ppo_mini_batch_size × rollout.n 条回答，所有数据并行进程）的 token 数”).
     text = source(GRPOTrainer._compute_loss)
     assert 'elif self.loss_type in ["cispo", "dapo", "vespo"]:' in text
     assert 'normalizer = inputs["num_items_in_batch"].clamp(min=1.0) / self.accelerator.num_processes' in text
     assert "loss = (per_token_loss * mask).sum() / normalizer" in text
-    # A generation batch used over k = steps_per_generation / gradient_accumulation_steps optimizer steps: each step
-    # divides by 1/k of the whole batch's tokens (an average), and the trainer does not divide by GA again.
+    # A generation batch used over n_step = steps_per_generation / gradient_accumulation_steps optimizer steps: each step
+    # divides by 1/n_step of the whole batch's tokens (an average), and the trainer does not divide by GA again.
     assert "normalizer = normalizer * self.current_gradient_accumulation_steps / self.args.steps_per_generation" in text
     assert GRPOTrainer.loss_is_scaled_for_ga is True
     args = default_config(GRPOConfig)
