@@ -157,3 +157,13 @@ def test_verl_geo_mean_and_dppo_reuse_the_ppo_clip_names():
     actor = default_actor()
     assert actor.clip_ratio_c == 3.0
     assert actor.policy_loss.dro_beta is None
+
+
+def test_gpg_advantage_estimator_and_covariance_defaults():
+    # ratio-shaping.md, GPG: “GPG 与 GRPO 的区别主要在优势一侧（verl 的 algorithm.adv_estimator=gpg）”; Clip-Cov / KL-Cov:
+    # “verl 的默认挑选比例（clip_cov_ratio、kl_cov_ratio）都是 2×10⁻⁴，KL-Cov 的 β 是 ppo_kl_coef=0.1”
+    # (verl/trainer/ppo/core_algos.py:105, 770; verl/workers/config/actor.py:95-99).
+    assert core_algos.AdvantageEstimator.GPG == "gpg"
+    assert "gpg" in core_algos.ADV_ESTIMATOR_REGISTRY
+    policy_loss = default_actor().policy_loss
+    assert (policy_loss.clip_cov_ratio, policy_loss.kl_cov_ratio, policy_loss.ppo_kl_coef) == (0.0002, 0.0002, 0.1)
