@@ -409,6 +409,7 @@ CHAPTER_CHECKERS = {
     "dpo-variants": ["check_ipo_loss"],
     "grpo": ["check_group_advantages"],
     "grpo-variants": ["check_aggregate_loss"],
+    "ratio-shaping": ["check_cispo_loss", "check_sapo_gate"],
     "kl": ["check_kl_estimate"],
     "comparison": ["check_reverse_kl_optimum"],
     "tiny-lm": ["check_completion_mask"],

@@ -17,6 +17,7 @@ r"""读者自己动手写的练习，以及会说出“错在哪里”的检查�
 | 5（续） | `check_ipo_loss` | `ipo_loss(..., beta=0.1, chosen_lengths=None, rejected_lengths=None)` |
 | 6 | `check_group_advantages` | `group_advantages(rewards, num_generations, scale_rewards="group", eps=1e-4)` |
 | 6（续） | `check_aggregate_loss` | `aggregate_loss(per_token_loss, mask, loss_type="grpo", max_completion_length=None)` |
+| 6（续二） | `check_cispo_loss`、`check_sapo_gate` | `cispo_loss(logps, old_logps, advantages, mask, epsilon_high=5.0)`、`sapo_gate(ratio, advantages, sapo_temperature_pos=1.0, sapo_temperature_neg=1.05)` |
 | 7 | `check_kl_estimate` | `kl_estimate(logps, ref_logps, estimator="k3", *, log_ratio_clamp=None, value_clamp=None)` |
 | 8 | `check_reverse_kl_optimum` | `reverse_kl_optimum(ref_logps, rewards, beta)` |
 | 9 | `check_completion_mask` | `completion_mask(completions, eos_id)` |
@@ -47,6 +48,7 @@ from rlhf_toy.exercises import (
     overview,
     policy_gradient,
     ppo,
+    ratio_shaping,
     reasoning,
     reward_model,
     tiny_lm,
@@ -63,6 +65,7 @@ from rlhf_toy.exercises.offpolicy import check_importance_weights
 from rlhf_toy.exercises.overview import check_sequence_logps
 from rlhf_toy.exercises.policy_gradient import check_rloo_advantages
 from rlhf_toy.exercises.ppo import check_gae_advantages, check_ppo_policy_loss
+from rlhf_toy.exercises.ratio_shaping import check_cispo_loss, check_sapo_gate
 from rlhf_toy.exercises.reasoning import check_pass_at_k
 from rlhf_toy.exercises.reward_model import check_bradley_terry_loss
 from rlhf_toy.exercises.tiny_lm import check_completion_mask
@@ -80,6 +83,8 @@ EXERCISES: dict[str, Exercise] = {
         dpo_variants.EXERCISE,
         grpo.EXERCISE,
         grpo_variants.EXERCISE,
+        ratio_shaping.CISPO_EXERCISE,
+        ratio_shaping.GATE_EXERCISE,
         kl.EXERCISE,
         comparison.EXERCISE,
         tiny_lm.EXERCISE,
@@ -96,6 +101,7 @@ __all__ = [
     "check_addition_reward",
     "check_aggregate_loss",
     "check_bradley_terry_loss",
+    "check_cispo_loss",
     "check_completion_mask",
     "check_dpo_loss",
     "check_gae_advantages",
@@ -107,5 +113,6 @@ __all__ = [
     "check_ppo_policy_loss",
     "check_reverse_kl_optimum",
     "check_rloo_advantages",
+    "check_sapo_gate",
     "check_sequence_logps",
 ]
