@@ -82,6 +82,7 @@ def test_verl_column_is_the_default_config():
     assert cfg["data"]["train_batch_size"] // actor["ppo_mini_batch_size"] == verl["steps_per_generation"].value
     assert actor["loss_agg_mode"] == verl["loss_aggregation"].value
     assert cfg["algorithm"]["adv_estimator"] == "gae"  # page: GRPO needs algorithm.adv_estimator=grpo
+    assert cfg["actor_rollout_ref"]["rollout"]["name"] == "???"  # page: rollout.name has no default (line 293)
 
 
 def test_verl_cells_cite_the_lines_that_define_them():
@@ -141,3 +142,22 @@ def test_a_generation_is_reused_steps_per_generation_times_num_iterations():
     text = source(GRPOTrainer._prepare_inputs)
     assert "generate_every = self.args.steps_per_generation * self.num_iterations" in text
     assert "inputs = self._buffered_inputs[self._step % self.args.steps_per_generation]" in text
+
+
+def test_fsdp_sharding_strategies_shard_what_the_page_says():
+    # your-run-settings.md, footnote on FSDP: FULL_SHARD shards parameters, gradients and optimizer states; SHARD_GRAD_OP
+    # shards gradients and optimizer states, parameters only outside computation; NO_SHARD replicates like DDP
+    # (torch 2.13.0, torch/distributed/fsdp/api.py:32-53, the ShardingStrategy docstring).
+    import inspect
+
+    from torch.distributed.fsdp import ShardingStrategy
+
+    from rlhf_toy.models.memory import FSDP_EQUIVALENT
+
+    doc = re.sub(r"\s+", " ", inspect.getdoc(ShardingStrategy))
+    assert "``FULL_SHARD``: Parameters, gradients, and optimizer states are sharded." in doc
+    assert "``SHARD_GRAD_OP``: Gradients and optimizer states are sharded during computation" in doc
+    assert "parameters are sharded outside computation" in doc
+    assert "``NO_SHARD``: Parameters, gradients, and optimizer states are not sharded" in doc
+    assert "similar to PyTorch's :class:`DistributedDataParallel`" in doc
+    assert set(FSDP_EQUIVALENT) <= set(ShardingStrategy.__members__)
