@@ -55,7 +55,7 @@ class Cell:
 _TRL = "trl 1.16.0, trl/trainer/grpo_config.py"
 _VERL = "verl 0.9.1, verl/trainer/config/_generated_ppo_trainer.yaml"
 _DSM = "DeepSeekMath (arXiv 2402.03300)"
-_R1 = "DeepSeek-R1 (arXiv 2501.12948 v2 / Nature 2025, Supplementary)"
+_R1 = "DeepSeek-R1 (Nature 2025 version, Supplementary Information; arXiv 2501.12948 v1 gives none)"
 _DAPO = "DAPO (arXiv 2503.14476)"
 _DR = "Dr. GRPO (arXiv 2503.20783)"
 
@@ -66,7 +66,7 @@ RECIPES: dict[str, dict[str, Cell]] = {
         "prompts_per_step": Cell(None, f"{_DSM} §4.2: training batch size 1024, not split into prompts × G"),
         "learning_rate": Cell(1e-6, f"{_DSM} §4.2"),
         "beta": Cell(0.04, f"{_DSM} §4.2"),
-        "kl_placement": Cell("loss (k3)", f"{_DSM} §4.1.2, eq. (3)–(4)"),
+        "kl_placement": Cell("loss (k3)", f"{_DSM} §4.1.1, eq. (3)–(4)"),
         "epsilon": Cell(None, f"{_DSM} §4.2"),
         "epsilon_high": Cell(None, f"{_DSM}: one symmetric ε in eq. (3)"),
         "temperature": Cell(None, f"{_DSM} §4.2"),
@@ -90,18 +90,18 @@ RECIPES: dict[str, dict[str, Cell]] = {
         "loss_aggregation": Cell(None, f"{_R1} eq. (1) is written per sequence"),
     },
     "DAPO": {
-        "num_generations": Cell(16, f"{_DAPO} §5 (training details)"),
-        "prompts_per_step": Cell(512, f"{_DAPO} §5"),
-        "learning_rate": Cell(1e-6, f"{_DAPO} §5 (AdamW, 20 warm-up rollout steps)"),
+        "num_generations": Cell(16, f"{_DAPO} §4.1 (training details)"),
+        "prompts_per_step": Cell(512, f"{_DAPO} §4.1"),
+        "learning_rate": Cell(1e-6, f"{_DAPO} §4.1 (AdamW, 20 warm-up rollout steps)"),
         "beta": Cell(0.0, f"{_DAPO} §2.3 (KL term removed)"),
         "kl_placement": Cell("none", f"{_DAPO} §2.3"),
-        "epsilon": Cell(0.2, f"{_DAPO} §5"),
-        "epsilon_high": Cell(0.28, f"{_DAPO} §5"),
-        "temperature": Cell(None, f"{_DAPO} §5 gives 1.0 / top-p 0.7 for evaluation only"),
-        "max_completion_length": Cell(20480, f"{_DAPO} §5: 16,384 expected + 4,096 soft punish cache"),
-        "num_iterations": Cell(1, f"{_DAPO} §5: mini-batch 512, 16 gradient updates per rollout step"),
-        "steps_per_generation": Cell(16, f"{_DAPO} §5: 16 gradient updates per rollout step"),
-        "loss_aggregation": Cell("token-mean", f"{_DAPO} §3.3, eq. (8)"),
+        "epsilon": Cell(0.2, f"{_DAPO} §4.1"),
+        "epsilon_high": Cell(0.28, f"{_DAPO} §4.1"),
+        "temperature": Cell(None, f"{_DAPO} §4.1 gives 1.0 / top-p 0.7 for evaluation only"),
+        "max_completion_length": Cell(20480, f"{_DAPO} §4.1: 16,384 expected + 4,096 soft punish cache"),
+        "num_iterations": Cell(1, f"{_DAPO} §4.1: mini-batch 512, 16 gradient updates per rollout step"),
+        "steps_per_generation": Cell(16, f"{_DAPO} §4.1: 16 gradient updates per rollout step"),
+        "loss_aggregation": Cell("token-mean", f"{_DAPO} §3.3"),
     },
     "Dr. GRPO": {
         "num_generations": Cell(None, _DR),
