@@ -7,7 +7,7 @@ r"""训练一个 Qwen2 结构的模型要多少内存、一步 GRPO 要多少计
 `activation_bytes` 数的是本仓库固定版本的 transformers 里 `Qwen2ForCausalLM` 在 CPU 上（SDPA 注意力，
 不开梯度检查点）前向一次、再算逐 token 对数概率时 autograd 存下的张量；`tests/test_your_run_settings.py`
 用 `torch.autograd.graph.saved_tensors_hooks` 逐字节核对。GPU 上的融合算子（FlashAttention、融合的 RMSNorm）
-存的东西不同，数量级相同。
+存的东西不同，通常更少。
 """
 
 # --8<-- [start:imports]
