@@ -161,3 +161,15 @@ def test_fsdp_sharding_strategies_shard_what_the_page_says():
     assert "``NO_SHARD``: Parameters, gradients, and optimizer states are not sharded" in doc
     assert "similar to PyTorch's :class:`DistributedDataParallel`" in doc
     assert set(FSDP_EQUIVALENT) <= set(ShardingStrategy.__members__)
+
+
+def test_more_steps_per_generation_than_accumulation_means_several_optimizer_steps_per_generation():
+    # your-run-settings.md, “TRL 的批”: steps_per_generation > gradient_accumulation_steps → one generation spans
+    # several optimizer steps, and TRL then computes old log-probs (the later steps are off-policy)
+    # (grpo_trainer.py:2642-2643 in _generate_and_score_completions; comment at :3060).
+    from trl import GRPOTrainer
+
+    args = config(GRPOConfig, per_device_train_batch_size=8, num_generations=8, steps_per_generation=4)
+    assert args.gradient_accumulation_steps == 1
+    assert args.steps_per_generation // args.gradient_accumulation_steps == 4  # optimizer steps per generation
+    assert "if self.args.gradient_accumulation_steps % generate_every != 0 or (" in source(GRPOTrainer)
