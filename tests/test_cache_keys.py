@@ -56,6 +56,7 @@ def _imported_files(graph, entries) -> set[str]:
 
 def _cases():
     from rlhf_toy.demos import distillation, offpolicy, tools
+    from rlhf_toy.studies import difficulty
 
     sys.path.insert(0, str(ROOT / "scripts"))
     try:
@@ -74,6 +75,7 @@ def _cases():
         "trl.json": (_script("run_trl").SOURCES, ["integrations.trl", "demos.trl"]),
         "tiny_lm_figures.json": (ch09_tiny_lm.TINY_LM_HASHED, ["demos.tiny_lm"]),
         "tiny_lm_runs.json": (_script("run_tiny_lm").HASHED, ["demos.tiny_lm"]),
+        "your_run_settings.json": (difficulty.SOURCES, ["studies.difficulty"]),
     }
 
 

@@ -416,6 +416,7 @@ CHAPTER_CHECKERS = {
     "trl": ["check_addition_reward"],
     "reasoning": ["check_pass_at_k"],
     "offpolicy": ["check_importance_weights"],
+    "your-run-settings": ["check_training_state_bytes", "check_pass_rate_window"],
 }
 
 

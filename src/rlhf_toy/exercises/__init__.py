@@ -24,6 +24,7 @@ r"""读者自己动手写的练习，以及会说出“错在哪里”的检查�
 | 10 | `check_addition_reward` | `addition_reward(completion_ids, a, b, **kwargs)`（TRL 的奖励函数） |
 | 11 | `check_pass_at_k` | `pass_at_k(n, c, k)` |
 | 12 | `check_importance_weights` | `importance_weights(logps, sampler_logps, mask, mode="sequence_mask", clip_max=3.0, clip_min=None)` |
+| 13（续） | `check_training_state_bytes`、`check_pass_rate_window` | `training_state_bytes(n_params, dtype_bytes=2, mixed_precision=True)`、`pass_rate_window(correct, n, low=0.2, high=0.8)` |
 
 加一道新练习：新建一个模块，写出用例（`Case`）、常见错误（`Mistake`，每个带一份
 有这个错误的实现）和 `Exercise`，用 `run_check` 写 `check_<名字>`，把它加进本模块的 `EXERCISES` 与 `__all__`；
@@ -53,6 +54,7 @@ from rlhf_toy.exercises import (
     reward_model,
     tiny_lm,
     trl,
+    your_run_settings,
 )
 from rlhf_toy.exercises._core import CheckResult, Exercise
 from rlhf_toy.exercises.comparison import check_reverse_kl_optimum
@@ -70,6 +72,7 @@ from rlhf_toy.exercises.reasoning import check_pass_at_k
 from rlhf_toy.exercises.reward_model import check_bradley_terry_loss
 from rlhf_toy.exercises.tiny_lm import check_completion_mask
 from rlhf_toy.exercises.trl import check_addition_reward
+from rlhf_toy.exercises.your_run_settings import check_pass_rate_window, check_training_state_bytes
 
 EXERCISES: dict[str, Exercise] = {
     e.name: e
@@ -91,6 +94,8 @@ EXERCISES: dict[str, Exercise] = {
         trl.EXERCISE,
         reasoning.EXERCISE,
         offpolicy.EXERCISE,
+        your_run_settings.BYTES_EXERCISE,
+        your_run_settings.WINDOW_EXERCISE,
     )
 }
 """全部练习，键是函数名（`check_<键>` 是它的检查器）。"""
@@ -110,9 +115,11 @@ __all__ = [
     "check_ipo_loss",
     "check_kl_estimate",
     "check_pass_at_k",
+    "check_pass_rate_window",
     "check_ppo_policy_loss",
     "check_reverse_kl_optimum",
     "check_rloo_advantages",
     "check_sapo_gate",
     "check_sequence_logps",
+    "check_training_state_bytes",
 ]
