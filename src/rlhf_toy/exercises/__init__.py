@@ -23,6 +23,7 @@ r"""读者自己动手写的练习，以及会说出“错在哪里”的检查�
 | 10 | `check_addition_reward` | `addition_reward(completion_ids, a, b, **kwargs)`（TRL 的奖励函数） |
 | 11 | `check_pass_at_k` | `pass_at_k(n, c, k)` |
 | 12 | `check_importance_weights` | `importance_weights(logps, sampler_logps, mask, mode="sequence_mask", clip_max=3.0, clip_min=None)` |
+| 13 | `check_chat_completion_mask`、`check_lora_trainable_parameters` | `chat_completion_mask(input_ids, header_ids, eos_id)`、`lora_trainable_parameters(shapes, r)` |
 
 加一道新练习：新建一个模块，写出用例（`Case`）、常见错误（`Mistake`，每个带一份
 有这个错误的实现）和 `Exercise`，用 `run_check` 写 `check_<名字>`，把它加进本模块的 `EXERCISES` 与 `__all__`；
@@ -51,6 +52,7 @@ from rlhf_toy.exercises import (
     reward_model,
     tiny_lm,
     trl,
+    your_run,
 )
 from rlhf_toy.exercises._core import CheckResult, Exercise
 from rlhf_toy.exercises.comparison import check_reverse_kl_optimum
@@ -67,6 +69,7 @@ from rlhf_toy.exercises.reasoning import check_pass_at_k
 from rlhf_toy.exercises.reward_model import check_bradley_terry_loss
 from rlhf_toy.exercises.tiny_lm import check_completion_mask
 from rlhf_toy.exercises.trl import check_addition_reward
+from rlhf_toy.exercises.your_run import check_chat_completion_mask, check_lora_trainable_parameters
 
 EXERCISES: dict[str, Exercise] = {
     e.name: e
@@ -86,6 +89,8 @@ EXERCISES: dict[str, Exercise] = {
         trl.EXERCISE,
         reasoning.EXERCISE,
         offpolicy.EXERCISE,
+        your_run.MASK_EXERCISE,
+        your_run.COUNT_EXERCISE,
     )
 }
 """全部练习，键是函数名（`check_<键>` 是它的检查器）。"""
@@ -96,6 +101,7 @@ __all__ = [
     "check_addition_reward",
     "check_aggregate_loss",
     "check_bradley_terry_loss",
+    "check_chat_completion_mask",
     "check_completion_mask",
     "check_dpo_loss",
     "check_gae_advantages",
@@ -103,6 +109,7 @@ __all__ = [
     "check_importance_weights",
     "check_ipo_loss",
     "check_kl_estimate",
+    "check_lora_trainable_parameters",
     "check_pass_at_k",
     "check_ppo_policy_loss",
     "check_reverse_kl_optimum",
