@@ -149,3 +149,11 @@ def test_peft_wraps_with_get_peft_model():
     text = source(GRPOTrainer.__init__)
     assert "model = get_peft_model(model, peft_config, **get_peft_model_kwargs)" in text
     assert inspect.isfunction(get_peft_model)
+
+
+def test_a_pretrained_adapter_gets_a_ref_copy_when_beta_is_positive():
+    # your-run.md, box “已经训练过的适配器”: a PeftModel passed in with beta > 0 gets a copy of its adapter named
+    # "ref", used as the reference (grpo_trainer.py:478-507)
+    text = source(GRPOTrainer.__init__)
+    assert "elif is_peft_model(model) and args.beta != 0.0:" in text
+    assert 'model.add_adapter("ref", default_config)' in text
