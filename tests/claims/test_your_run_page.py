@@ -38,7 +38,7 @@ def _args(**kw):
 
 
 def test_peft_is_the_pinned_version():
-    # your-run.md: “peft 0.21.2（首页列出的版本）”
+    # your-run.md: “本章描述的版本是 TRL 1.16.0、transformers 5.24.0、tokenizers 0.23.3、peft 0.21.2（见首页）”
     assert peft.__version__ == LIBS["peft"] == "0.21.2"
 
 
@@ -62,8 +62,11 @@ def test_a_conversational_prompt_is_rendered_with_the_generation_prompt():
     for ids, messages in zip(prompt_ids, prompts, strict=True):
         text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
         assert ids == tokenizer(text, add_special_tokens=False)["input_ids"]
-    # the stop tokens: the tokenizer's EOS is always among them (grpo_trainer.py:409-416)
+    # the stop tokens: generation_config's EOS ids plus the tokenizer's EOS (grpo_trainer.py:409-416)
     assert tokenizer.eos_token_id in trainer.eos_token_ids
+    init = source(GRPOTrainer.__init__)
+    assert "eos_token_ids = model.generation_config.eos_token_id" in init
+    assert "eos_token_ids = [self._tokenizer.eos_token_id, *eos_token_ids]" in init
 
 
 def test_conversational_completions_reach_the_reward_as_assistant_messages():
@@ -146,6 +149,7 @@ def test_full_fine_tuning_with_beta_builds_the_reference_from_the_model_path():
 
 
 def test_peft_wraps_with_get_peft_model():
+    # your-run.md: “把它交给 GRPOTrainer(peft_config=...)，TRL 用 get_peft_model 把模型包起来”（grpo_trainer.py:476）
     text = source(GRPOTrainer.__init__)
     assert "model = get_peft_model(model, peft_config, **get_peft_model_kwargs)" in text
     assert inspect.isfunction(get_peft_model)
