@@ -39,6 +39,8 @@ import warnings
 from pathlib import Path
 
 warnings.filterwarnings("ignore", message="IProgress not found")
+# transformers 5.24 警告自己内部的一个改名（`is_gradient_checkpointing`），与本章的代码无关
+warnings.filterwarnings("ignore", message=r"`(is_)?gradient_checkpointing", category=FutureWarning)
 
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402

@@ -161,3 +161,18 @@ def test_a_pretrained_adapter_gets_a_ref_copy_when_beta_is_positive():
     text = source(GRPOTrainer.__init__)
     assert "elif is_peft_model(model) and args.beta != 0.0:" in text
     assert 'model.add_adapter("ref", default_config)' in text
+
+
+def test_peft_starts_with_b_zero_and_a_random_so_the_adapter_changes_nothing():
+    # your-run.md: “A 随机初始化，B 初始化为 0，所以刚装上适配器时 BA = 0，模型与原模型完全相同”
+    # (peft 0.21.2 tuners/lora/layer.py:335-343, LoraLayer.reset_lora_parameters with init_lora_weights=True:
+    # kaiming-uniform A, zero B)
+    model = get_peft_model(make_model(seed=0), lora_config())
+    a = [p for n, p in model.named_parameters() if "lora_A" in n]
+    b = [p for n, p in model.named_parameters() if "lora_B" in n]
+    assert len(a) == len(b) == 14
+    assert all(torch.count_nonzero(p) == 0 for p in b)
+    assert all(torch.count_nonzero(p) == p.numel() for p in a)
+    ids = torch.tensor([[1, 5, 6, 13, 8, 11, 14]])
+    with torch.no_grad():
+        assert torch.equal(model(input_ids=ids).logits, make_model(seed=0)(input_ids=ids).logits)
