@@ -77,6 +77,33 @@ def test_conversational_completions_reach_the_reward_as_assistant_messages():
     assert "contents = self.processing_class.batch_decode(completion_ids, skip_special_tokens=True)" in text
 
 
+def test_one_real_step_hands_the_reward_conversations_in_and_assistant_messages_out():
+    # your-run.md: the same two sentences, run for real: one GRPOTrainer step on the conversational dataset
+    task = AdditionTask(seed=0, balanced=True)
+    tokenizer = chat.train_chat_tokenizer(task.train[:2000])
+    seen = {}
+
+    def recording_reward(prompts, completions, **kwargs):
+        seen.update(prompts=prompts, completions=completions)
+        return chat.chat_reward(completions, **kwargs)
+
+    trainer = GRPOTrainer(
+        model=_chat_model(tokenizer),
+        reward_funcs=recording_reward,
+        args=_args(max_steps=1, logging_steps=1, disable_tqdm=True, save_strategy="no"),
+        train_dataset=chat.chat_prompt_dataset(task.train[:4]),
+        processing_class=tokenizer,
+    )
+    trainer.train()
+    conversations = [chat.conversation(a, b) for a, b in task.train[:4].tolist()]
+    assert len(seen["prompts"]) == 4 and all(p in conversations for p in seen["prompts"])  # the messages, unrendered
+    assert all(
+        isinstance(c, list) and len(c) == 1 and c[0]["role"] == "assistant" and isinstance(c[0]["content"], str)
+        for c in seen["completions"]
+    )
+    assert all("<|im_end|>" not in c[0]["content"] for c in seen["completions"])  # special tokens are dropped
+
+
 def test_completion_mask_ends_at_the_first_stop_token():
     # your-run.md: “TRL 的 completion_mask 到第一个 EOS（含）为止”（grpo_trainer.py:1881-1885）
     text = source(GRPOTrainer._generate_single_turn)
