@@ -203,3 +203,19 @@ def test_peft_starts_with_b_zero_and_a_random_so_the_adapter_changes_nothing():
     ids = torch.tensor([[1, 5, 6, 13, 8, 11, 14]])
     with torch.no_grad():
         assert torch.equal(model(input_ids=ids).logits, make_model(seed=0)(input_ids=ids).logits)
+
+
+def test_full_fine_tuning_with_beta_fails_for_a_model_built_in_memory():
+    # your-run.md, box “本章的 LoRA 运行”: the in-memory model has no path in its config, so with beta > 0 and no
+    # peft_config GRPOTrainer cannot build the reference model (it raises OSError); with peft_config it can.
+    task = AdditionTask(seed=0, balanced=True, batch_size=1)
+    model = make_model(seed=0)
+    assert model.config._name_or_path == ""
+    with pytest.raises(OSError):
+        GRPOTrainer(
+            model=model,
+            reward_funcs=reward_function(task),
+            args=_args(beta=0.04),
+            train_dataset=prompt_dataset(task.train[:4]),
+            processing_class=make_tokenizer(),
+        )
