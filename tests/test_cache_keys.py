@@ -74,6 +74,7 @@ def _cases():
         "trl.json": (_script("run_trl").SOURCES, ["integrations.trl", "demos.trl"]),
         "tiny_lm_figures.json": (ch09_tiny_lm.TINY_LM_HASHED, ["demos.tiny_lm"]),
         "tiny_lm_runs.json": (_script("run_tiny_lm").HASHED, ["demos.tiny_lm"]),
+        "symptoms_more.json": (_script("run_symptoms_more").HASHED, ["studies.symptoms_more"]),
     }
 
 

@@ -415,6 +415,7 @@ CHAPTER_CHECKERS = {
     "trl": ["check_addition_reward"],
     "reasoning": ["check_pass_at_k"],
     "offpolicy": ["check_importance_weights"],
+    "reading-logs-more": ["check_grad_spike_ratios"],
 }
 
 
