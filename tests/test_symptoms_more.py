@@ -120,3 +120,15 @@ def test_grad_norm_is_the_norm_of_this_steps_gradient():
     policy(torch.ones(1, 3)).sum().backward()
     expected = torch.cat([p.grad.flatten() for p in policy.parameters()]).double().norm().item()
     assert S.grad_norm(policy) == pytest.approx(expected, rel=1e-12)
+
+
+def test_group_scaled_advantages_are_bounded_however_large_the_outlier():
+    # page, 梯度范数一节: “一组 G 个回答除以样本标准差之后，优势的绝对值不超过 (G−1)/√G”; one outlier attains it
+    from rlhf_toy import group_advantages
+
+    G = 4
+    bound = (G - 1) / G**0.5
+    outlier = group_advantages(torch.tensor([50.0, 0.0, 0.0, 0.0]), G)
+    assert outlier.abs().max().item() == pytest.approx(bound, rel=1e-4)
+    rewards = torch.randn(1000 * G, generator=torch.Generator().manual_seed(0)) * 100
+    assert group_advantages(rewards, G).abs().max().item() <= bound + 1e-6
