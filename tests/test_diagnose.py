@@ -240,7 +240,7 @@ def test_report_names_the_step_the_evidence_and_the_section():
     text = str(d)
     assert "检出 1 个症状：" in text and "截断比例高（第 5 步起）" in text
     assert "证据：clip_ratio/region_mean 从第 5 步起持续 ≥ 0.2（最大 0.300）" in text
-    assert "见：grpo.md#重要性采样比率与截断" in text
+    assert "见：reading-logs-more.md#clip-high" in text
 
 
 # --- names, kinds, missing and unknown metrics ---------------------------------------------------------------------

@@ -418,6 +418,7 @@ CHAPTER_CHECKERS = {
     "offpolicy": ["check_importance_weights"],
     "your-run": ["check_chat_completion_mask", "check_lora_trainable_parameters"],
     "your-run-settings": ["check_training_state_bytes", "check_pass_rate_window"],
+    "reading-logs-more": ["check_grad_spike_ratios"],
 }
 
 

@@ -294,7 +294,8 @@ def check_dpo_chosen(h: History, names: list[str | None]) -> tuple[int, str] | N
     理由：DPO 只优化被选与被拒回答对数概率之**差**，间隔变大可以完全来自压低被拒回答，被选回答的概率也可以一起下降
     （`docs/dpo.md` 常见错误“只盯着损失或 `rewards/margins`”）。`rewards/chosen` $= \beta(\log\pi_\theta - \log\piref)$，
     为负就是被选回答比参考模型下更不可能。TRL 的 `logps/chosen` 是一批的平均，批与批之间回答不同，所以比较开头与
-    结尾四分之一的平均；要看同一批回答的趋势，在固定评估集上看 `eval_logps/chosen`。
+    结尾四分之一的平均；要看同一批回答的趋势，在固定评估集上看 `eval_logps/chosen`。报告的起始步是最后一段一直低于
+    开头平均的日志的第一条。
     """
     margins, chosen_logps, chosen_rewards = names
     m0, m1 = _ends(h.values(margins))
@@ -310,7 +311,12 @@ def check_dpo_chosen(h: History, names: list[str | None]) -> tuple[int, str] | N
         if not (c1 < 0 and c1 < c0):
             return None
         name = chosen_rewards
-    step = next(s for s, v in h.points(name) if v < c0)
+    # 起始步：最后一段一直低于开头平均的日志的第一条（先升后降时，不把开头几步的起伏算作下降的开始）
+    step = h.points(name)[-1][0]
+    for s, v in reversed(h.points(name)):
+        if v >= c0:
+            break
+        step = s
     return step, f"{margins} 开头 {_fmt(m0)} → 结尾 {_fmt(m1)}，{name} 开头 {_fmt(c0)} → 结尾 {_fmt(c1)}"
 
 
@@ -492,7 +498,7 @@ RULES: tuple[Rule, ...] = (
         title="DPO 被选回答的对数概率下降、间隔却变大",
         kinds=("dpo",),
         metrics=(("rewards/margins",), ("logps/chosen",), ("rewards/chosen",)),
-        section="dpo.md#常见错误",
+        section="reading-logs-more.md#dpo-chosen-down",
         severity="warning",
         check=check_dpo_chosen,
     ),
@@ -501,7 +507,7 @@ RULES: tuple[Rule, ...] = (
         title="训练奖励上升，留出集正确率不升",
         kinds=("grpo", "ppo"),
         metrics=(("reward", "objective/scores"), ACCURACY_METRICS),
-        section="comparison.md#奖励过优化",
+        section="reading-logs-more.md#reward-without-accuracy",
         severity="warning",
         check=check_reward_vs_accuracy,
         note="要在训练中评估：TRL 设 eval_strategy 与 eval_dataset；或用 --accuracy-metric 指定指标名",
@@ -511,7 +517,7 @@ RULES: tuple[Rule, ...] = (
         title="梯度范数尖峰",
         kinds=("grpo", "ppo", "dpo", "other"),
         metrics=(("grad_norm",),),
-        section="trl.md#与-trl-的差异",
+        section="reading-logs-more.md#grad-norm-spike",
         severity="warning",
         check=check_grad_spike,
         note="本书的 GRPO、PPO、DPO 循环不记录 grad_norm",
@@ -521,7 +527,7 @@ RULES: tuple[Rule, ...] = (
         title="采样器与训练器的对数概率不一致",
         kinds=("grpo",),
         metrics=(("sampling/sampling_logp_difference/mean",), ("sampling/importance_sampling_ratio/mean",)),
-        section="offpolicy.md#过时与不一致的采样器",
+        section="reading-logs-more.md#sampler-mismatch",
         severity="warning",
         check=check_sampler_mismatch,
         note="只在用 vLLM 生成并开着 vllm_importance_sampling_correction 时记录",
@@ -531,7 +537,7 @@ RULES: tuple[Rule, ...] = (
         title="截断比例高",
         kinds=("grpo", "ppo"),
         metrics=(("clip_ratio/region_mean", "clip_ratio", "policy/clipfrac_avg"),),
-        section="grpo.md#重要性采样比率与截断",
+        section="reading-logs-more.md#clip-high",
         severity="warning",
         check=check_clip_high,
     ),
