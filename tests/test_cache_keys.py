@@ -55,7 +55,7 @@ def _imported_files(graph, entries) -> set[str]:
 
 
 def _cases():
-    from rlhf_toy.demos import distillation, offpolicy, tools
+    from rlhf_toy.demos import distillation, offpolicy, symptoms, tools
 
     sys.path.insert(0, str(ROOT / "scripts"))
     try:
@@ -71,6 +71,7 @@ def _cases():
         "offpolicy.json": (offpolicy.SOURCES, ["demos.offpolicy"]),
         "distillation.json": (distillation.SOURCES, ["demos.distillation"]),
         "tools.json": (tools.SOURCES, ["demos.tools"]),
+        "symptoms.json": (symptoms.HASHED, ["demos.symptoms"]),
         "trl.json": (_script("run_trl").SOURCES, ["integrations.trl", "demos.trl"]),
         "tiny_lm_figures.json": (ch09_tiny_lm.TINY_LM_HASHED, ["demos.tiny_lm"]),
         "tiny_lm_runs.json": (_script("run_tiny_lm").HASHED, ["demos.tiny_lm"]),

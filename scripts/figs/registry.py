@@ -23,6 +23,7 @@ from figs import (
     ch12_distillation,
     ch12_offpolicy,
     ch12_tools,
+    ch14_reading_logs,
 )
 from figs.base import OUT, Figure, setup
 
@@ -41,6 +42,7 @@ CHAPTERS = (
     ch12_offpolicy,
     ch12_distillation,
     ch12_tools,
+    ch14_reading_logs,
 )
 REGISTRY: dict[str, Figure] = {figure.name: figure for chapter in CHAPTERS for figure in chapter.FIGURES}
 assert len(REGISTRY) == sum(len(chapter.FIGURES) for chapter in CHAPTERS), "two figures share a name"

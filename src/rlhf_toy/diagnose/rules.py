@@ -61,7 +61,7 @@ class Rule:
         title: 症状的中文名。
         kinds: 适用的日志种类（`"grpo"`、`"ppo"`、`"dpo"`、`"other"` 的子集）。
         metrics: 每个要读的量一组候选名（先 TRL 的名字，后本书循环的别名）。
-        section: 解释这个机制的章节。
+        section: 解释这个机制的章节（第 14 章复现了的症状指向它在 `reading-logs.md` 的一节，那里再链到推导机制的章节）。
         severity: `"warning"` 或 `"info"`。
         check: `check(history, names) -> (step, evidence) | None`；`names` 是各量实际用到的指标名（缺的为 `None`）。
         note: 指标缺失时报告里附加的说明（例如“只在用 vLLM 生成时记录”）。
@@ -437,7 +437,7 @@ RULES: tuple[Rule, ...] = (
         title="GRPO 的 loss 恰为 0 或为负、奖励却在变",
         kinds=("grpo",),
         metrics=(("loss",), ("reward",)),
-        section="grpo.md#常见错误",
+        section="reading-logs.md#loss-zero",
         severity="info",
         check=check_loss_zero,
     ),
@@ -446,7 +446,7 @@ RULES: tuple[Rule, ...] = (
         title="KL 爆炸",
         kinds=("grpo", "ppo"),
         metrics=(("kl", "objective/kl"),),
-        section="kl.md#限幅",
+        section="reading-logs.md#kl-explodes",
         severity="warning",
         check=check_kl_explodes,
         note="TRL 的 GRPOTrainer 只在 beta ≠ 0 时记录 kl；TRL 1.16 的默认 beta=0.0",
@@ -456,7 +456,7 @@ RULES: tuple[Rule, ...] = (
         title="熵塌缩",
         kinds=("grpo", "ppo"),
         metrics=(("entropy", "policy/entropy_avg"),),
-        section="grpo-variants.md#非对称截断clip-higher",
+        section="reading-logs.md#entropy-collapse",
         severity="warning",
         check=check_entropy_collapse,
     ),
@@ -465,7 +465,7 @@ RULES: tuple[Rule, ...] = (
         title="组内奖励全相同，没有学习信号",
         kinds=("grpo",),
         metrics=(("frac_reward_zero_std",),),
-        section="grpo.md#用法奖励全相同的组",
+        section="reading-logs.md#zero-std",
         severity="warning",
         check=check_zero_std,
     ),
@@ -474,7 +474,7 @@ RULES: tuple[Rule, ...] = (
         title="回答长度塌缩",
         kinds=("grpo",),
         metrics=(("completions/mean_length", "sample_length", "completion_length"),),
-        section="grpo-variants.md#四种汇总与长度偏差",
+        section="reading-logs.md#length-collapse",
         severity="warning",
         check=check_length_collapse,
     ),
@@ -483,7 +483,7 @@ RULES: tuple[Rule, ...] = (
         title="回答写到长度上限",
         kinds=("grpo",),
         metrics=(("completions/clipped_ratio",),),
-        section="grpo-variants.md#软超长惩罚",
+        section="reading-logs.md#truncation",
         severity="warning",
         check=check_truncation,
     ),

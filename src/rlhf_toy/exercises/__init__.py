@@ -23,6 +23,7 @@ r"""读者自己动手写的练习，以及会说出“错在哪里”的检查�
 | 10 | `check_addition_reward` | `addition_reward(completion_ids, a, b, **kwargs)`（TRL 的奖励函数） |
 | 11 | `check_pass_at_k` | `pass_at_k(n, c, k)` |
 | 12 | `check_importance_weights` | `importance_weights(logps, sampler_logps, mask, mode="sequence_mask", clip_max=3.0, clip_min=None)` |
+| 14 | `check_first_sustained` | `first_sustained(values, limit, sustain=3)`（诊断规则里的“持续”） |
 
 加一道新练习：新建一个模块，写出用例（`Case`）、常见错误（`Mistake`，每个带一份
 有这个错误的实现）和 `Exercise`，用 `run_check` 写 `check_<名字>`，把它加进本模块的 `EXERCISES` 与 `__all__`；
@@ -47,6 +48,7 @@ from rlhf_toy.exercises import (
     overview,
     policy_gradient,
     ppo,
+    reading_logs,
     reasoning,
     reward_model,
     tiny_lm,
@@ -63,6 +65,7 @@ from rlhf_toy.exercises.offpolicy import check_importance_weights
 from rlhf_toy.exercises.overview import check_sequence_logps
 from rlhf_toy.exercises.policy_gradient import check_rloo_advantages
 from rlhf_toy.exercises.ppo import check_gae_advantages, check_ppo_policy_loss
+from rlhf_toy.exercises.reading_logs import check_first_sustained
 from rlhf_toy.exercises.reasoning import check_pass_at_k
 from rlhf_toy.exercises.reward_model import check_bradley_terry_loss
 from rlhf_toy.exercises.tiny_lm import check_completion_mask
@@ -86,6 +89,7 @@ EXERCISES: dict[str, Exercise] = {
         trl.EXERCISE,
         reasoning.EXERCISE,
         offpolicy.EXERCISE,
+        reading_logs.EXERCISE,
     )
 }
 """全部练习，键是函数名（`check_<键>` 是它的检查器）。"""
@@ -98,6 +102,7 @@ __all__ = [
     "check_bradley_terry_loss",
     "check_completion_mask",
     "check_dpo_loss",
+    "check_first_sustained",
     "check_gae_advantages",
     "check_group_advantages",
     "check_importance_weights",
