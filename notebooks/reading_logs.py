@@ -95,7 +95,7 @@ if runs:
 
 # %%
 for name, history in runs.items():
-    d = diagnose(history, source=name)
+    d = diagnose(history)
     print(f"{name:<17}", [(f.symptom, f.step, f.severity) for f in d.detected])
 
 # %% [markdown]
@@ -103,7 +103,7 @@ for name, history in runs.items():
 
 # %%
 if runs:
-    print(diagnose(runs["truncation"], source="truncation"))
+    print(diagnose(runs["truncation"]))
 
 # %% [markdown]
 # ## 练习：写一条“持续”的规则

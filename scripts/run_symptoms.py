@@ -18,7 +18,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 import rlhf_toy  # noqa: E402, F401 - 固定数值设置，必须在任何张量计算之前
-from rlhf_toy.demos.symptoms import CACHE, HASHED, symptom_runs  # noqa: E402
+from rlhf_toy.demos.reading_logs import CACHE  # noqa: E402
+from rlhf_toy.demos.symptoms import HASHED, symptom_runs  # noqa: E402
 
 
 def r4(x: float) -> float | None:

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from rlhf_toy._code_hash import sources_hash
-from rlhf_toy.demos.symptoms import CACHE, HASHED, load_runs
+from rlhf_toy.demos.reading_logs import CACHE, load_runs
+from rlhf_toy.demos.symptoms import HASHED
 from rlhf_toy.diagnose import diagnose
 
 # run -> (the rule that must be detected, the step the page names)
@@ -19,7 +20,11 @@ SYMPTOMS = {
     "length_collapse": ("length_collapse", None),
     "truncation": ("truncation", 1),
 }
-HEALTHY = ("healthy", "scratch_healthy")
+HEALTHY = (
+    "healthy",
+    "scratch_healthy",
+    "loss_zero_lr0",
+)  # loss_zero_lr0: the policy never moves; no entropy alarm from batch noise
 
 
 @pytest.fixture(scope="module")

@@ -26,7 +26,7 @@ PANELS = (
 
 def gallery(path: Path) -> None:
     """每个面板一个指标：蓝线是健康的运行，橙线是在这个指标上出症状的运行（图例写出运行名）。"""
-    from rlhf_toy.demos.symptoms import load_runs
+    from rlhf_toy.demos.reading_logs import load_runs
 
     runs = load_runs()
     fig, axes = panels(len(PANELS), 1.05, sharex=True)

@@ -21,9 +21,7 @@ r"""第 14 章“读懂训练日志：GRPO 的曲线”的运行（缓存脚本 
 from __future__ import annotations
 
 import copy
-import json
 import math
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -44,9 +42,6 @@ STEPS = 40
 EVAL_EVERY = 10
 """每隔几步在留出集上评估一次贪心正确率（`accuracy`）。"""
 
-CACHE = Path(__file__).resolve().parents[3] / "docs" / "data" / "symptoms.json"
-"""缓存文件（`scripts/run_symptoms.py` 写）。"""
-
 HASHED = (
     "demos/symptoms.py",
     "demos/tiny_lm.py",
@@ -62,6 +57,10 @@ HASHED = (
     "estimators/dynamic_sampling.py",
     "estimators/entropy.py",
     "estimators/kl.py",
+    "estimators/rewards.py",
+    "losses/ppo.py",
+    "tasks/bandit.py",
+    "train/ppo.py",
 )
 """缓存键 `code_hash` 覆盖的源文件（相对 `src/rlhf_toy/`）。"""
 
@@ -204,21 +203,3 @@ def symptom_runs(seed: int = 0) -> dict[str, list[dict]]:
 
 
 # --8<-- [end:runs]
-
-
-# --8<-- [start:load]
-def load_runs() -> dict[str, list[dict]]:
-    """读缓存 `docs/data/symptoms.json`：运行名 → 指标历史（数值保留四位小数）。"""
-    return json.loads(CACHE.read_text(encoding="utf-8"))["runs"]
-
-
-def show(history: list[dict], keys: tuple[str, ...], steps: tuple[int, ...] = (1, 5, 10, 20, 40)) -> None:
-    """打印一次运行在几个步上的几个指标：每行一步，列名取指标名最后一段（日志里没有的印作 `-`）。"""
-    print("step" + "".join(f"{k.split('/')[-1]:>14s}" for k in keys))
-    at = {row["step"]: row for row in history}
-    for s in steps:
-        cells = (f"{at[s][k]:14.4g}" if at[s].get(k) is not None else f"{'-':>14s}" for k in keys)
-        print(f"{s:4d}" + "".join(cells))
-
-
-# --8<-- [end:load]

@@ -176,7 +176,12 @@ ENTROPY_FLOOR = 0.05
 
 
 def check_entropy_collapse(h: History, names: list[str | None]) -> tuple[int, str] | None:
-    r"""熵塌缩：熵在 2 个日志间隔内掉了起始熵的 `ENTROPY_FAST_DROP` 以上（快），或降到起始熵的 `ENTROPY_FLOOR` 以下（深）。
+    r"""熵塌缩：熵在 2 个日志间隔内掉了起始熵的 `ENTROPY_FAST_DROP` 以上、并且持续（连续 `SUSTAIN` 条都在这个水平之下，
+    日志剩得不够时看剩下的全部）（快），或降到起始熵的 `ENTROPY_FLOOR` 以下（深）。
+
+    要求持续，是因为 TRL 的 `entropy` 是一批采样回答上的平均，批与批之间有噪声：第 14 章学习率为 0 的对照运行里
+    （策略一步也没变），加法任务上相邻几批的熵在 0.206 到 0.287 nat 之间起伏，单看两步之差会误报
+    （`docs/reading-logs.md` 熵塌缩一节）。
 
     理由：健康的运行里熵逐渐下降，不在一两步内塌到 0（`docs/comparison.md` 健康 vs 异常）。阈值对着本书自己的运行定
     （第 8 章老虎机上的 GRPO，种子 0，$G = 4$，训练前先记一条）：学习率 0.1 与 0.5 时，两步之内熵最多掉起始值的
@@ -194,7 +199,8 @@ def check_entropy_collapse(h: History, names: list[str | None]) -> tuple[int, st
     for i in range(1, len(points)):
         step, v = points[i]
         start = points[max(0, i - 2)][1]
-        if start - v >= ENTROPY_FAST_DROP * h0:
+        level = start - ENTROPY_FAST_DROP * h0
+        if all(u <= level for _, u in points[i : i + SUSTAIN]):  # 掉下去之后持续（日志不够时看剩下的全部）
             return (
                 step,
                 f"{ent} 在第 {points[max(0, i - 2)][0]} 到 {step} 步从 {_fmt(start)} 掉到 {_fmt(v)}（起始 {_fmt(h0)}）",
