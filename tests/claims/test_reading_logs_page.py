@@ -41,6 +41,9 @@ def test_completion_metrics_count_eos_and_truncation():
     # page: completions/mean_length 含 EOS；clipped_ratio 是最后一个 token 不是 EOS 或 pad 的回答比例
     # grpo_trainer.py:2296, 2301-2304
     assert "agg_completion_lengths.float().mean()" in _logged("completions/mean_length")
+    # grpo_trainer.py:1885-1887, 2279: the kept ids run up to and including the first EOS; the length is len(ids)
+    assert "completion_mask = (sequence_indices <= eos_idx.unsqueeze(1)).int()" in GRPO
+    assert "completion_lengths = torch.tensor([len(ids) for ids in completion_ids], device=device)" in GRPO
     assert "is_truncated = torch.tensor([ids[-1] not in eos_and_pad for ids in completion_ids]" in GRPO
     assert "agg_is_truncated.float().mean()" in _logged("completions/clipped_ratio")
 
