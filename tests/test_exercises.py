@@ -426,6 +426,7 @@ CHAPTER_CHECKERS = {
     "trl": ["check_addition_reward"],
     "reasoning": ["check_pass_at_k"],
     "offpolicy": ["check_importance_weights"],
+    "reading-logs": ["check_first_sustained"],
 }
 
 
