@@ -38,7 +38,7 @@ def test_reward_metrics_are_logged_after_scoring():
 
 
 def test_completion_metrics_count_eos_and_truncation():
-    # page: completions/mean_length 含 EOS；clipped_ratio 是最后一个 token 不是 EOS 或 pad 的回答比例
+    # page: TRL 的 completions/mean_length 含 EOS；clipped_ratio 是最后一个 token 不是 EOS 或 pad 的回答比例
     # grpo_trainer.py:2296, 2301-2304
     assert "agg_completion_lengths.float().mean()" in _logged("completions/mean_length")
     # grpo_trainer.py:1885-1887, 2279: the kept ids run up to and including the first EOS; the length is len(ids)
@@ -49,7 +49,7 @@ def test_completion_metrics_count_eos_and_truncation():
 
 
 def test_entropy_kl_clip_are_logged_in_the_loss_and_kl_only_with_beta():
-    # page: entropy、kl（只在 β ≠ 0 时）、clip_ratio/region_mean 在算损失时记录，掩码内平均
+    # page: TRL 的 entropy、kl（只在 β ≠ 0 时）、clip_ratio/region_mean 在算损失时记录，掩码内平均
     # grpo_trainer.py:3267-3270, 3279
     assert re.search(
         r'if self\.beta != 0\.0:\s*self\._metrics\[mode\]\["kl"\]\.append\(global_masked_mean\(per_token_kl\)\)', GRPO
