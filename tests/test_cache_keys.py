@@ -55,7 +55,7 @@ def _imported_files(graph, entries) -> set[str]:
 
 
 def _cases():
-    from rlhf_toy.demos import distillation, offpolicy, tools
+    from rlhf_toy.demos import distillation, offpolicy, symptoms, tools
     from rlhf_toy.studies import difficulty
 
     sys.path.insert(0, str(ROOT / "scripts"))
@@ -72,6 +72,7 @@ def _cases():
         "offpolicy.json": (offpolicy.SOURCES, ["demos.offpolicy"]),
         "distillation.json": (distillation.SOURCES, ["demos.distillation"]),
         "tools.json": (tools.SOURCES, ["demos.tools"]),
+        "symptoms.json": (symptoms.HASHED, ["demos.symptoms"]),
         "trl.json": (_script("run_trl").SOURCES, ["integrations.trl", "demos.trl"]),
         "lora.json": (_script("run_lora").SOURCES, ["integrations.lora", "demos.trl"]),
         "tiny_lm_figures.json": (ch09_tiny_lm.TINY_LM_HASHED, ["demos.tiny_lm"]),

@@ -114,7 +114,7 @@ def _one(log, symptom: str):  # noqa: ANN001, ANN202
 def test_loss_exactly_zero_while_reward_moves_is_a_note_not_a_problem():
     f, d = _one(with_series(healthy(), "loss", lambda s: 0.0 if s % 2 else -1e-3), "loss_zero_or_negative")
     assert f.step == 1 and f.severity == "info" and d.problems == []
-    assert "提示（看着像问题，其实不是）" in str(d) and "grpo.md#常见错误" in str(d)
+    assert "提示（看着像问题，其实不是）" in str(d) and "reading-logs.md#loss-zero" in str(d)
 
 
 def test_loss_zero_with_a_flat_reward_is_not_reported():

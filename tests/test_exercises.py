@@ -237,6 +237,16 @@ def _is_zero_for_empty_rows(logps, sampler_logps, mask, mode="sequence_mask", cl
     return weights * (mask.sum(dim=-1, keepdim=True) > 0)
 
 
+def _sustained_needs_full_run(values, limit, sustain=3):
+    """first_sustained that never fires on a log shorter than `sustain` (forgets min(sustain, len(values)))."""
+    run = 0
+    for i, v in enumerate(values.tolist()):
+        run = run + 1 if v >= limit else 0
+        if run >= sustain:
+            return i - sustain + 1
+    return -1
+
+
 READERS = [
     ("sequence_logps", lambda logps, mask: logps.mean(dim=-1), "mean_not_sum"),
     ("sequence_logps", _seq_nan_for_empty, "empty_row"),
@@ -264,6 +274,7 @@ READERS = [
     ("addition_reward", _reward_from_text, "eos_not_required"),
     ("pass_at_k", lambda n, c, k: 1 - (1 - c / n) ** k, "biased_from_pass_at_1"),
     ("importance_weights", _is_zero_for_empty_rows, "empty_row"),
+    ("first_sustained", _sustained_needs_full_run, "short_log"),
 ]
 
 
@@ -286,7 +297,7 @@ def _map_main(ret, f):
         return (f(ret[0]), *ret[1:])
     if isinstance(ret, list):
         return [float(v) for v in f(torch.tensor(ret)).tolist()]
-    if isinstance(ret, float | int):  # pass_at_k returns a Python float, lora_trainable_parameters an int
+    if isinstance(ret, float | int):  # pass_at_k returns a Python float; lora_trainable_parameters, first_sustained an int
         out = f(torch.tensor(ret))
         return out.item() if out.dim() == 0 and not out.requires_grad else out
     return f(ret)
@@ -419,6 +430,7 @@ CHAPTER_CHECKERS = {
     "your-run": ["check_chat_completion_mask", "check_lora_trainable_parameters"],
     "your-run-settings": ["check_training_state_bytes", "check_pass_rate_window"],
     "reading-logs-more": ["check_grad_spike_ratios"],
+    "reading-logs": ["check_first_sustained"],
 }
 
 

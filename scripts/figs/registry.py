@@ -23,6 +23,7 @@ from figs import (
     ch12_distillation,
     ch12_offpolicy,
     ch12_tools,
+    ch14_reading_logs,
     ch14_reading_logs_more,
     ratio_shaping,
 )
@@ -44,6 +45,7 @@ CHAPTERS = (
     ch12_offpolicy,
     ch12_distillation,
     ch12_tools,
+    ch14_reading_logs,
     ch14_reading_logs_more,
 )
 REGISTRY: dict[str, Figure] = {figure.name: figure for chapter in CHAPTERS for figure in chapter.FIGURES}

@@ -61,7 +61,7 @@ class Rule:
         title: 症状的中文名。
         kinds: 适用的日志种类（`"grpo"`、`"ppo"`、`"dpo"`、`"other"` 的子集）。
         metrics: 每个要读的量一组候选名（先 TRL 的名字，后本书循环的别名）。
-        section: 解释这个机制的章节。
+        section: 解释这个机制的章节（第 14 章复现了的症状指向它在 `reading-logs.md` 的一节，那里再链到推导机制的章节）。
         severity: `"warning"` 或 `"info"`。
         check: `check(history, names) -> (step, evidence) | None`；`names` 是各量实际用到的指标名（缺的为 `None`）。
         note: 指标缺失时报告里附加的说明（例如“只在用 vLLM 生成时记录”）。
@@ -176,7 +176,12 @@ ENTROPY_FLOOR = 0.05
 
 
 def check_entropy_collapse(h: History, names: list[str | None]) -> tuple[int, str] | None:
-    r"""熵塌缩：熵在 2 个日志间隔内掉了起始熵的 `ENTROPY_FAST_DROP` 以上（快），或降到起始熵的 `ENTROPY_FLOOR` 以下（深）。
+    r"""熵塌缩：熵在 2 个日志间隔内掉了起始熵的 `ENTROPY_FAST_DROP` 以上、并且持续（连续 `SUSTAIN` 条都在这个水平之下，
+    日志剩得不够时看剩下的全部）（快），或降到起始熵的 `ENTROPY_FLOOR` 以下（深）。
+
+    要求持续，是因为 TRL 的 `entropy` 是一批采样回答上的平均，批与批之间有噪声：第 14 章学习率为 0 的对照运行里
+    （策略一步也没变），加法任务上相邻几批的熵在 0.206 到 0.287 nat 之间起伏，单看两步之差会误报
+    （`docs/reading-logs.md` 熵塌缩一节）。
 
     理由：健康的运行里熵逐渐下降，不在一两步内塌到 0（`docs/comparison.md` 健康 vs 异常）。阈值对着本书自己的运行定
     （第 8 章老虎机上的 GRPO，种子 0，$G = 4$，训练前先记一条）：学习率 0.1 与 0.5 时，两步之内熵最多掉起始值的
@@ -194,7 +199,8 @@ def check_entropy_collapse(h: History, names: list[str | None]) -> tuple[int, st
     for i in range(1, len(points)):
         step, v = points[i]
         start = points[max(0, i - 2)][1]
-        if start - v >= ENTROPY_FAST_DROP * h0:
+        level = start - ENTROPY_FAST_DROP * h0
+        if all(u <= level for _, u in points[i : i + SUSTAIN]):  # 掉下去之后持续（日志不够时看剩下的全部）
             return (
                 step,
                 f"{ent} 在第 {points[max(0, i - 2)][0]} 到 {step} 步从 {_fmt(start)} 掉到 {_fmt(v)}（起始 {_fmt(h0)}）",
@@ -443,7 +449,7 @@ RULES: tuple[Rule, ...] = (
         title="GRPO 的 loss 恰为 0 或为负、奖励却在变",
         kinds=("grpo",),
         metrics=(("loss",), ("reward",)),
-        section="grpo.md#常见错误",
+        section="reading-logs.md#loss-zero",
         severity="info",
         check=check_loss_zero,
     ),
@@ -452,7 +458,7 @@ RULES: tuple[Rule, ...] = (
         title="KL 爆炸",
         kinds=("grpo", "ppo"),
         metrics=(("kl", "objective/kl"),),
-        section="kl.md#限幅",
+        section="reading-logs.md#kl-explodes",
         severity="warning",
         check=check_kl_explodes,
         note="TRL 的 GRPOTrainer 只在 beta ≠ 0 时记录 kl；TRL 1.16 的默认 beta=0.0",
@@ -462,7 +468,7 @@ RULES: tuple[Rule, ...] = (
         title="熵塌缩",
         kinds=("grpo", "ppo"),
         metrics=(("entropy", "policy/entropy_avg"),),
-        section="grpo-variants.md#非对称截断clip-higher",
+        section="reading-logs.md#entropy-collapse",
         severity="warning",
         check=check_entropy_collapse,
     ),
@@ -471,7 +477,7 @@ RULES: tuple[Rule, ...] = (
         title="组内奖励全相同，没有学习信号",
         kinds=("grpo",),
         metrics=(("frac_reward_zero_std",),),
-        section="grpo.md#用法奖励全相同的组",
+        section="reading-logs.md#zero-std",
         severity="warning",
         check=check_zero_std,
     ),
@@ -480,7 +486,7 @@ RULES: tuple[Rule, ...] = (
         title="回答长度塌缩",
         kinds=("grpo",),
         metrics=(("completions/mean_length", "sample_length", "completion_length"),),
-        section="grpo-variants.md#四种汇总与长度偏差",
+        section="reading-logs.md#length-collapse",
         severity="warning",
         check=check_length_collapse,
     ),
@@ -489,7 +495,7 @@ RULES: tuple[Rule, ...] = (
         title="回答写到长度上限",
         kinds=("grpo",),
         metrics=(("completions/clipped_ratio",),),
-        section="grpo-variants.md#软超长惩罚",
+        section="reading-logs.md#truncation",
         severity="warning",
         check=check_truncation,
     ),

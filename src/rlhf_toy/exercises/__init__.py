@@ -26,6 +26,7 @@ r"""读者自己动手写的练习，以及会说出“错在哪里”的检查�
 | 12 | `check_importance_weights` | `importance_weights(logps, sampler_logps, mask, mode="sequence_mask", clip_max=3.0, clip_min=None)` |
 | 13 | `check_chat_completion_mask`、`check_lora_trainable_parameters` | `chat_completion_mask(input_ids, header_ids, eos_id)`、`lora_trainable_parameters(shapes, r)` |
 | 13（续） | `check_training_state_bytes`、`check_pass_rate_window` | `training_state_bytes(n_params, dtype_bytes=2, mixed_precision=True)`、`pass_rate_window(correct, n, low=0.2, high=0.8)` |
+| 14 | `check_first_sustained` | `first_sustained(values, limit, sustain=3)`（诊断规则里的“持续”） |
 | 14（续） | `check_grad_spike_ratios` | `grad_spike_ratios(grad_norms)` |
 
 加一道新练习：新建一个模块，写出用例（`Case`）、常见错误（`Mistake`，每个带一份
@@ -52,6 +53,7 @@ from rlhf_toy.exercises import (
     policy_gradient,
     ppo,
     ratio_shaping,
+    reading_logs,
     reading_logs_more,
     reasoning,
     reward_model,
@@ -72,6 +74,7 @@ from rlhf_toy.exercises.overview import check_sequence_logps
 from rlhf_toy.exercises.policy_gradient import check_rloo_advantages
 from rlhf_toy.exercises.ppo import check_gae_advantages, check_ppo_policy_loss
 from rlhf_toy.exercises.ratio_shaping import check_cispo_loss, check_sapo_gate
+from rlhf_toy.exercises.reading_logs import check_first_sustained
 from rlhf_toy.exercises.reading_logs_more import check_grad_spike_ratios
 from rlhf_toy.exercises.reasoning import check_pass_at_k
 from rlhf_toy.exercises.reward_model import check_bradley_terry_loss
@@ -104,6 +107,7 @@ EXERCISES: dict[str, Exercise] = {
         your_run.COUNT_EXERCISE,
         your_run_settings.BYTES_EXERCISE,
         your_run_settings.WINDOW_EXERCISE,
+        reading_logs.EXERCISE,
         reading_logs_more.EXERCISE,
     )
 }
@@ -119,6 +123,7 @@ __all__ = [
     "check_cispo_loss",
     "check_completion_mask",
     "check_dpo_loss",
+    "check_first_sustained",
     "check_gae_advantages",
     "check_grad_spike_ratios",
     "check_group_advantages",
