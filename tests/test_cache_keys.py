@@ -56,6 +56,7 @@ def _imported_files(graph, entries) -> set[str]:
 
 def _cases():
     from rlhf_toy.demos import distillation, offpolicy, tools
+    from rlhf_toy.studies import difficulty
 
     sys.path.insert(0, str(ROOT / "scripts"))
     try:
@@ -78,6 +79,7 @@ def _cases():
             _script("run_ratio_shaping").HASHED,
             ["studies.ratio_shaping", "train.grpo_family", "demos.tiny_lm"],
         ),
+        "your_run_settings.json": (difficulty.SOURCES, ["studies.difficulty"]),
     }
 
 

@@ -409,12 +409,14 @@ CHAPTER_CHECKERS = {
     "dpo-variants": ["check_ipo_loss"],
     "grpo": ["check_group_advantages"],
     "grpo-variants": ["check_aggregate_loss"],
+    "ratio-shaping": ["check_cispo_loss", "check_sapo_gate"],
     "kl": ["check_kl_estimate"],
     "comparison": ["check_reverse_kl_optimum"],
     "tiny-lm": ["check_completion_mask"],
     "trl": ["check_addition_reward"],
     "reasoning": ["check_pass_at_k"],
     "offpolicy": ["check_importance_weights"],
+    "your-run-settings": ["check_training_state_bytes", "check_pass_rate_window"],
 }
 
 

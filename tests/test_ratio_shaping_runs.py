@@ -188,3 +188,35 @@ def test_bandit_claims(cache):
         assert mu8[name]["success_mean"] > mu8["grpo"]["success_mean"] + 0.01, name
         worst = min(mu8[name]["finals"].values())
         assert worst > max(mu8["grpo"]["finals"].values()), name
+
+
+def test_tiny_lm_claims(cache):
+    tiny = cache["tiny_lm"]
+    seeds = [str(s) for s in tiny["seeds"]]
+    assert len(seeds) == 3 and tiny["num_iterations"] == 4
+    runs = {name: [tiny["runs"][name][s] for s in seeds] for name in tiny["runs"]}
+
+    def acc(name):
+        return [r["evals"][-1]["accuracy"] for r in runs[name]]
+
+    def control(name, key):
+        return [r["controls"][key] for r in runs[name]]
+
+    # 比率远离 1：每个运行在种子上平均，每次更新 4%–5% 的 token 走出 [0.8, 1.2]；最大比率超过 60
+    assert all(0.04 <= sum(control(name, "ratio/outside")) / 3 <= 0.055 for name in runs)
+    assert max(r["ratio/max"] for rs in runs.values() for r in rs) > 60
+    # 截断清零约 6%、不封顶；CISPO 不清零、封顶不到万分之五；SAPO 不清零、约 7.6% 被门压低
+    assert all(0.05 < x < 0.07 for x in control("clip", "grad/zeroed")) and set(control("clip", "grad/capped")) == {0}
+    assert set(control("cispo", "grad/zeroed")) == {0} and max(control("cispo", "grad/capped")) < 5e-4
+    assert set(control("sapo", "grad/zeroed")) == {0}
+    assert abs(sum(control("sapo", "grad/capped")) / 3 - 0.076) < 0.005
+    assert all(0.015 < x < 0.025 for x in control("cispo_cap_1.28", "grad/capped"))
+    # 截断在每个种子上都高于 CISPO、SAPO、上界 1.28 的 CISPO；grpo 汇总的截断也都高于 SAPO
+    for other in ("cispo", "sapo", "cispo_cap_1.28"):
+        assert all(c > o for c, o in zip(acc("clip"), acc(other), strict=True)), other
+    assert all(c > o for c, o in zip(acc("clip_grpo_agg"), acc("sapo"), strict=True))
+    # CISPO 在种子 0、1 上低于 SFT 起点；KL 在每个种子上都比截断大
+    sft = [tiny["sft_accuracy"][s] for s in seeds]
+    assert acc("cispo")[0] < sft[0] and acc("cispo")[1] < sft[1]
+    kl = {name: [r["evals"][-1]["kl"] for r in runs[name]] for name in ("clip", "cispo")}
+    assert all(c > k for c, k in zip(kl["cispo"], kl["clip"], strict=True))

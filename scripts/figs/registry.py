@@ -23,6 +23,7 @@ from figs import (
     ch12_distillation,
     ch12_offpolicy,
     ch12_tools,
+    ratio_shaping,
 )
 from figs.base import OUT, Figure, setup
 
@@ -34,6 +35,7 @@ CHAPTERS = (
     ch04_ppo,
     ch05_dpo,
     ch06_grpo,
+    ratio_shaping,
     ch07_kl,
     ch08_comparison,
     ch09_tiny_lm,

@@ -13,6 +13,7 @@ import transformers.optimization
 import trl.trainer.utils as trl_utils
 import verl.trainer.ppo.core_algos as core_algos
 from conformance.trl_private import trl_grpo_loss
+from rlhf_toy.estimators.kl import kl_estimate
 from transformers import Trainer
 from trl import GRPOConfig, GRPOTrainer
 
@@ -306,11 +307,33 @@ def test_trl_default_batch_is_one_prompt_per_optimizer_step():
 
 
 def test_trl_default_with_beta_keeps_group_scaling_and_corrected_k3():
-    # grpo.md “公式”, after “TRL 的 use_bias_correction_kl 默认打开”: TRL 默认还按组内标准差缩放（scale_rewards="group"），
-    # so setting only beta > 0 gives the “只除以 c(p)” column at T = 1.
+    # grpo.md, 差异 box, KL bullet, after “TRL 1.16.0 的 use_bias_correction_kl 默认为 True”: TRL 默认还按组内标准差缩放
+    # （scale_rewards="group"），so setting only beta > 0 gives the “只除以 c(p)” column at T = 1.
     args = config(GRPOConfig, beta=0.4)
     assert (args.scale_rewards, args.use_bias_correction_kl) == ("group", True)
     assert args.loss_type == "dapo"
+
+
+def test_verl_low_var_kl_clamps_the_log_ratio_to_20_and_k3_to_10():
+    # grpo.md, 差异 box, KL bullet: “verl 还先把 d 限幅到 ±20，再把 k3 的值限幅到 ±10，值超过 10 的 token 没有 KL 梯度”;
+    # and the 运行结果 fold's control “限幅 k3（verl）”, which calls kl_estimate(..., log_ratio_clamp=20, value_clamp=10).
+    # verl 0.9.1: verl/trainer/ppo/core_algos.py:2239-2245 (kl_penalty_forward, branch "low_var_kl"/"k3").
+    text = source(core_algos.kl_penalty_forward)
+    assert 'if kl_penalty in ("low_var_kl", "k3"):' in text
+    assert "kl = torch.clamp(kl, min=-20, max=20)" in text
+    assert "return torch.clamp(kld, min=-10, max=10)" in text
+    # The same numbers and gradients as the book's clamped k3, on log ratios d = -logps from -25 to 25 (both clamps
+    # active; d = 0 is left out, where the gradient of k3 is 0 anyway).
+    logps = torch.tensor([-25.0, -15, -5, -2, -1, 1, 2, 5, 15, 25], dtype=torch.float64)[:, None].requires_grad_(True)
+    ref_logps = torch.zeros_like(logps)
+    verl_kl = core_algos.kl_penalty(logps, ref_logps, "low_var_kl")
+    (verl_grad,) = torch.autograd.grad(verl_kl.sum(), logps)
+    book_kl = kl_estimate(logps, ref_logps, "k3", log_ratio_clamp=20, value_clamp=10)
+    (book_grad,) = torch.autograd.grad(book_kl.sum(), logps)
+    torch.testing.assert_close(verl_kl, book_kl, rtol=0, atol=0)
+    torch.testing.assert_close(verl_grad, book_grad, rtol=0, atol=0)
+    big = verl_kl.detach() >= 10
+    assert big.any() and (verl_grad[big] == 0).all() and (verl_grad[~big] != 0).all()
 
 
 def test_footnote_definitions_do_not_swallow_body_text():

@@ -258,15 +258,16 @@ def test_verl_overlong_buffer_config_keys():
 
 
 def test_newer_trl_options_and_what_they_do():
-    # grpo-variants.md box “本节没有展开的 TRL 选项”: TRL 1.16.0's GRPOConfig has them; one sentence each.
+    # grpo-variants.md box “本节没有展开的 TRL 选项”: TRL 1.16.0's GRPOConfig has them; one sentence each. The cispo / sapo /
+    # luspo / vespo sentences quoted below moved to ratio-shaping.md (CISPO, SAPO, LUSPO, VESPO subsections of 公式).
     fields = GRPOConfig.__dataclass_fields__
     for name in ("delta", "top_entropy_quantile", "off_policy_mask_threshold", "sapo_temperature_pos"):
         assert name in fields, name
     assert "sapo_temperature_neg" in fields and "vespo_k_pos" in fields
     text = source(GRPOTrainer._compute_loss)
-    # cispo: “把比率限幅、不传梯度，当作权重乘在 −Â log π_θ 上 … TRL 的 cispo 与 dapo 一样，按整个生成批次归一”
+    # ratio-shaping.md, cispo: “把比率截断后当作常数，乘在对数概率上 … TRL 的 cispo 按整个生成批次归一（同 dapo）”
     assert "clamped_ratios = torch.clamp(coef_1, max=self.epsilon_high).detach()" in text
-    # “在 epsilon_high 这个比率值处限幅（不是 1+ε_high；TRL 的文档建议设 5.0，不设时沿用 epsilon=0.2，比率会被封顶在 0.2）”
+    # “epsilon_high 就是比率的上限 ε_max（不是 1+ε_high）… 文档建议设 5.0。不设时 TRL 沿用 epsilon=0.2，每个权重都被封顶在 0.2”
     assert "When used with `loss_type='cispo'`, this corresponds to the ε_max param" in " ".join(
         GRPOConfig.__doc__.split()
     )
@@ -277,15 +278,15 @@ def test_newer_trl_options_and_what_they_do():
     assert default_config(GRPOConfig).epsilon == 0.2
     assert "per_token_loss = -clamped_ratios * advantages * per_token_logps" in text
     assert 'elif self.loss_type in ["cispo", "dapo", "vespo"]:' in text
-    # sapo: “(4/τ) sigmoid(τ(w−1)) 代替硬截断 … 正、负优势各一个温度 … 按 grpo 的方式汇总”
+    # ratio-shaping.md, sapo: “(4/τ) sigmoid(τ(w−1)) … τ_pos（Â > 0）、τ_neg … 汇总都是先回答内平均、再回答间平均”
     assert "soft_coef_1 = torch.sigmoid(temperatures * (coef_1 - 1)) * 4 / temperatures" in text
     assert 'if self.loss_type in ["grpo", "sapo"]:' in text
-    # luspo: “每条回答的损失在回答内求和、不除以长度，再在回答间平均”
+    # ratio-shaping.md, luspo: “把每条回答的损失乘回它的长度 … 取默认的 "token" 也能跑，只在日志里提示一次”
     assert "loss = (per_token_loss * mask).sum(-1).mean()" in text
     assert 'if args.loss_type == "luspo" and args.importance_sampling_level != "sequence":' in source(
         GRPOTrainer.__init__
     )
-    # vespo: “整条回答的概率比 w（不开方）的 Gamma 形权重 φ(w) = e^λ w^k e^{−λw}（φ(1) = 1，不传梯度）… 乘在 −Â log π_θ 上”
+    # ratio-shaping.md, vespo: “整条回答的概率比 W_i（不开方），经一个 Gamma 形的核整形，再乘在 log π_θ 上 … φ(1) = 1”
     gamma = source(GRPOTrainer.get_gamma_weights)
     assert "seq_log_ratio = torch.sum(log_ratio_clamped * mask, dim=-1, keepdim=True)" in gamma
     assert "log_phi = lambda_seq + k_seq * log_w_seq - lambda_seq * w_seq" in gamma
@@ -393,16 +394,16 @@ def test_dapo_drops_the_kl_term_trl_default_beta_is_zero():
 def test_dapo_and_token_mean_normalise_by_the_tokens_of_one_optimizer_step():
     # grpo-variants.md, 直觉: “TRL 的 dapo 与 verl 的 token-mean（DAPO 开源配方所用）不分组，把一个优化步的全部 token 放在一起
     # 归一” (the DAPO paper's own objective divides by the tokens of one prompt's G completions; TRL and verl do not).
-    # 公式: “bnpo 只数当前这一小批 … dapo 数的是整个生成批次 … 的 token。TRL 默认一批生成正好用一个优化步 … 一批生成分 k 个
-    # 优化步用完时，dapo 每步的分母是整批 token 数的 1/k” and footnote dapo-normaliser. Table rows “按 token 平均（本小批）”
+    # 公式: “bnpo 只数当前这一小批 … dapo 数的是整个生成批次 … 的 token。TRL 默认一批生成正好用一个优化步 … 一批生成分 n_step 个
+    # 优化步用完时，dapo 每步的分母是整批 token 数的 1/n_step” and footnote dapo-normaliser. Table rows “按 token 平均（本小批）”
     # (verl: “—（verl 训练时总是传入全局 token 数）”) and “按 token 平均（一个优化步的全部 token）” (verl: “分母是一个 PPO 小批
     # （ppo_mini_batch_size × rollout.n 条回答，所有数据并行进程）的 token 数”).
     text = source(GRPOTrainer._compute_loss)
     assert 'elif self.loss_type in ["cispo", "dapo", "vespo"]:' in text
     assert 'normalizer = inputs["num_items_in_batch"].clamp(min=1.0) / self.accelerator.num_processes' in text
     assert "loss = (per_token_loss * mask).sum() / normalizer" in text
-    # A generation batch used over k = steps_per_generation / gradient_accumulation_steps optimizer steps: each step
-    # divides by 1/k of the whole batch's tokens (an average), and the trainer does not divide by GA again.
+    # A generation batch used over n_step = steps_per_generation / gradient_accumulation_steps optimizer steps: each step
+    # divides by 1/n_step of the whole batch's tokens (an average), and the trainer does not divide by GA again.
     assert "normalizer = normalizer * self.current_gradient_accumulation_steps / self.args.steps_per_generation" in text
     assert GRPOTrainer.loss_is_scaled_for_ga is True
     args = default_config(GRPOConfig)
@@ -441,85 +442,3 @@ def test_dapo_and_token_mean_normalise_by_the_tokens_of_one_optimizer_step():
     loss, _ = trl_grpo_loss(logps, mask, torch.ones(4), loss_type="dapo", beta=0.0)
     (grad,) = torch.autograd.grad(loss, logps)
     assert torch.allclose(grad[mask.bool()], torch.full((8,), -1 / 8))
-
-
-def test_sapo_gradient_is_the_unclipped_gradient_times_a_gate():
-    # grpo-variants.md box “本节没有展开的 TRL 选项”, sapo: “梯度是不截断时的 −Â w ∇log π_θ 乘上门 4σ(1−σ)。门在 w = 1 处为 1，
-    # 离 1 越远越小，但它乘的是 w：默认温度下，w = 2 的 token 梯度仍比同策略时大，只有离 1 很远的 token 才被削弱
-    # （τ 越大衰减越快）”. TRL's own _compute_loss, differentiated by autograd, on one completion of off-policy tokens.
-    args = default_config(GRPOConfig)
-    assert (args.sapo_temperature_pos, args.sapo_temperature_neg) == (1.0, 1.05)
-    w = torch.tensor([[0.5, 1.0, 1.2, 2.0, 3.0, 5.0]], dtype=torch.float64)
-    for A, tau in ((1.0, args.sapo_temperature_pos), (-1.0, args.sapo_temperature_neg)):
-        logps = w.log().clone().requires_grad_(True)
-        loss, _ = trl_grpo_loss(
-            logps,
-            torch.ones_like(w),
-            torch.tensor([A], dtype=torch.float64),
-            torch.zeros_like(w),
-            loss_type="sapo",
-            beta=0.0,
-        )
-        (grad,) = torch.autograd.grad(loss, logps)
-        coefficient = (-grad * w.shape[1] / A)[0]  # the factor on Â ∇log π_θ ("grpo" averages over the 6 tokens)
-        sigma = torch.sigmoid(tau * (w[0] - 1))
-        torch.testing.assert_close(coefficient, 4 * sigma * (1 - sigma) * w[0])
-        on_policy, at_two, far = coefficient[1], coefficient[3], coefficient[5]
-        assert torch.isclose(on_policy, torch.tensor(1.0, dtype=torch.float64))
-        assert at_two > 1.5 * on_policy and far < 0.5 * on_policy
-    assert (  # a larger τ decays faster: the gate at w = 3 for τ = 2 is below the one for τ = 1
-        4 * torch.sigmoid(torch.tensor(4.0)) * (1 - torch.sigmoid(torch.tensor(4.0)))
-        < 4 * torch.sigmoid(torch.tensor(2.0)) * (1 - torch.sigmoid(torch.tensor(2.0)))
-    )
-
-
-def test_sapo_decays_the_negative_advantage_side_that_hard_clipping_leaves_unbounded():
-    # grpo-variants.md box “本节没有展开的 TRL 选项”, sapo: the printed crossings (w ≈ 3.47 for τ = 1.0, 3.29 for
-    # τ = 1.05) and “硬截断只在 Â > 0 且 w > 1+ε_high、或 Â < 0 且 w < 1−ε_low 时梯度为 0。Â < 0 而 w 很大时，硬截断照样给出随 w
-    # 增长的梯度 −Âw（不设 delta 时）；SAPO 的门让这一侧的梯度也衰减下去”. Both from TRL's own _compute_loss.
-    args = default_config(GRPOConfig)
-    assert args.delta is None
-
-    def coefficient(w, A, loss_type):  # the factor on Â ∇log π_θ of every token
-        w = torch.tensor([w], dtype=torch.float64)
-        logps = w.log().clone().requires_grad_(True)
-        advantages = torch.tensor([A], dtype=torch.float64)
-        loss, _ = trl_grpo_loss(
-            logps, torch.ones_like(w), advantages, torch.zeros_like(w), loss_type=loss_type, beta=0.0
-        )
-        (grad,) = torch.autograd.grad(loss, logps)
-        return (-grad * w.shape[1] / A)[0]
-
-    for A, crossing in ((1.0, 3.47), (-1.0, 3.29)):
-        below, above = coefficient([crossing - 0.01, crossing + 0.01], A, "sapo").tolist()
-        assert below > 1 > above
-    w = [0.5, 1.1, 1.5, 3.0, 5.0]
-    hard_negative = coefficient(w, -1.0, "grpo")
-    # Â < 0: zero below 1 − ε_low, −Âw above it, growing without bound
-    torch.testing.assert_close(hard_negative, torch.tensor([0, 1.1, 1.5, 3.0, 5.0], dtype=torch.float64))
-    hard_positive = coefficient(w, 1.0, "grpo")
-    torch.testing.assert_close(hard_positive, torch.tensor([0.5, 1.1, 0, 0, 0], dtype=torch.float64))
-    soft_negative = coefficient([5.0, 8.0], -1.0, "sapo").tolist()  # where hard clipping gives 5 and 8
-    assert soft_negative[1] < soft_negative[0] < 0.5
-    # “在这两个区域，默认温度下 SAPO 几乎不截断：Â > 0 用 τ = 1.0，w 从 1.2 到 2 时系数是 1.188 到 1.573；Â < 0 用 τ = 1.05，
-    # w 从 0.8 降到 0.5 时系数是 0.791 到 0.467” (hard clipping gives 0 there), and “在硬截断不清零的地方，SAPO 的系数是 w 乘上
-    # 不超过 1 的门，比硬截断的 w 小”.
-    positive = coefficient([1.21, 1.28, 1.5, 2.0], 1.0, "sapo")
-    assert coefficient([1.21, 1.28, 1.5, 2.0], 1.0, "grpo").abs().max() == 0
-    assert 1.18 < positive.min() and positive.max() < 1.58
-    negative = coefficient([0.5, 0.7, 0.79], -1.0, "sapo")
-    assert coefficient([0.5, 0.7, 0.79], -1.0, "grpo").abs().max() == 0
-    assert 0.46 < negative.min() and negative.max() < 0.8
-    unclipped = [0.85, 1.1, 2.0, 3.0, 5.0]
-    assert (coefficient(unclipped, -1.0, "sapo") < coefficient(unclipped, -1.0, "grpo")).all()
-
-
-def test_cispo_epsilon_high_is_scalerl_ratio_cap_without_lower_bound():
-    # grpo-variants.md box, cispo: “TRL 按 ScaleRL 的写法：epsilon_high 直接是比率的上限 ε_max，也没有下限”. (The
-    # MiniMax-M1 side, “实验里把 ε^IS_low 设得很大 … 只调 ε^IS_high” and its per-prompt normaliser, is the paper's §3.1,
-    # eq. (4)-(5) and the sentence after them; the TRL normaliser is checked in test_newer_trl_options_and_what_they_do.)
-    doc = " ".join(GRPOConfig.__doc__.split())
-    assert "[ScaleRL paper](https://huggingface.co/papers/2510.13786)" in doc
-    cispo = source(GRPOTrainer._compute_loss).split('if self.loss_type == "cispo":', 1)[1].split("elif", 1)[0]
-    assert cispo.strip().startswith("clamped_ratios = torch.clamp(coef_1, max=self.epsilon_high).detach()")
-    assert "min=" not in cispo and "epsilon_low" not in cispo

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 import trl
 import verl.trainer.ppo.core_algos as core_algos
 import verl.utils.torch_functional as verl_functional
+from trl import GRPOConfig, GRPOTrainer
 from verl.trainer.config import AlgoConfig
 
-from .pinned import module_exists, module_source, source
+from .pinned import default_config, module_exists, module_source, source
 
 
 def test_trl_has_no_ppo_trainer():
@@ -17,6 +20,23 @@ def test_trl_has_no_ppo_trainer():
     # against the pinned TRL; the page has to name the version it took them from.
     assert not module_exists("trl.experimental.ppo")
     assert not hasattr(trl, "PPOTrainer") and not hasattr(trl, "PPOConfig")
+
+
+def test_trl_1_16_grpo_names_for_ppo_cliprange_clipfrac_and_kl_coef():
+    # ppo.md §截断: “TRL v1.12 的 PPOConfig.cliprange，默认 0.2；TRL 1.16 的 GRPO 里叫 epsilon” and “clipfrac …
+    # （TRL 1.16 的 GRPO 日志叫 clip_ratio/region_mean）”; §回报: “TRL v1.12 的 PPOConfig.kl_coef …；TRL 1.16 的 GRPO
+    # 把 KL 放进损失，系数叫 beta”. TRL 1.16.0: trl/trainer/grpo_config.py:693-696 (epsilon, default 0.2),
+    # :681 (beta); trl/trainer/grpo_trainer.py:3150 (beta times the KL term, added to the loss), :3273-3279 (the
+    # region_mean metric counts the zero-gradient cells: low side with A < 0, high side with A > 0).
+    names = {f.name for f in dataclasses.fields(GRPOConfig)}
+    assert {"epsilon", "beta"} <= names and not {"cliprange", "kl_coef", "clipfrac"} & names
+    assert default_config(GRPOConfig).epsilon == 0.2
+    text = source(GRPOTrainer._compute_loss)
+    assert "per_token_loss = per_token_loss + self.beta * per_token_kl" in text
+    assert "is_low_clipped = (coef_1 < 1 - self.epsilon_low) & (advantages < 0)" in text
+    assert "is_high_clipped = (coef_1 > 1 + self.epsilon_high) & (advantages > 0)" in text
+    assert 'self._metrics[mode]["clip_ratio/region_mean"].append(global_masked_mean(is_region_clipped.float()))' in text
+    assert '"clipfrac"' not in source(GRPOTrainer)
 
 
 def test_verl_places_the_score_on_the_last_valid_token_in_the_reward_manager():

@@ -84,6 +84,7 @@ def single_ops():
     show("logsigmoid", F.logsigmoid(x))
     show("softplus", F.softplus(x))
     show("float64 exp/log", torch.log1p(x.double().exp()))
+    show("float64 sigmoid", torch.sigmoid(x.double()))  # SAPO gate in float64 (ratio-shaping.md)
     p = torch.nn.Parameter(torch.randn(192, 64))
     opt = torch.optim.AdamW([p], lr=3e-3, fused=True)
     for _ in range(3):

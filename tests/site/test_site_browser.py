@@ -84,11 +84,12 @@ def test_every_page(browser, site_url, site_dir, mkdocs_config, shots_dir):
 
 # Budgets of every page of the API reference (issue #26; the one-page reference was 2.7 MB, 8.5 s at 1280 px):
 # gzipped bytes a page loads beyond what the home page loads (Material, MathJax, our CSS/JS), and seconds until
-# its math is visible at 390 px (window.rlhfMath.visibleAt, as benchmarks/site_weight.py measures it), the
-# median of API_RUNS cold loads (a 2-core machine running other work moves single loads a lot).
+# its math is visible at 390 px (window.rlhfMath.visibleAt, as benchmarks/site_weight.py measures it). The test
+# asserts the bytes and prints the seconds of one cold load; the median of several loads, which a 2-core machine
+# running other work needs before a time means anything, is the benchmark's job (it took 70 s of every CI run here).
 API_GZIP_BUDGET = 150_000
 API_MATH_BUDGET_S = 2.0
-API_RUNS = 3
+API_RUNS = 1
 
 
 def _gzip_size(site_dir: Path, url: str, base: str) -> int:
@@ -101,7 +102,7 @@ def _gzip_size(site_dir: Path, url: str, base: str) -> int:
 
 def test_api_pages_weight_and_time_to_math(browser, site_url, site_dir):
     """Each page of the API reference (api/) at 390 px: at most API_GZIP_BUDGET gzipped bytes beyond the assets
-    the home page loads. The time until its math is visible (median of API_RUNS cold loads) is printed, not
+    the home page loads. The time until its math is visible (one cold load) is printed, not
     asserted: speed is a benchmark's job on this shared 2-core machine (`benchmarks/site_weight.py --also api/...`
     times pages against the API_MATH_BUDGET_S budget)."""
     mobile = {"width": MOBILE, "height": 844}

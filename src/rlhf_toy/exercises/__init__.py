@@ -17,12 +17,14 @@ r"""读者自己动手写的练习，以及会说出“错在哪里”的检查�
 | 5（续） | `check_ipo_loss` | `ipo_loss(..., beta=0.1, chosen_lengths=None, rejected_lengths=None)` |
 | 6 | `check_group_advantages` | `group_advantages(rewards, num_generations, scale_rewards="group", eps=1e-4)` |
 | 6（续） | `check_aggregate_loss` | `aggregate_loss(per_token_loss, mask, loss_type="grpo", max_completion_length=None)` |
+| 6（续二） | `check_cispo_loss`、`check_sapo_gate` | `cispo_loss(logps, old_logps, advantages, mask, epsilon_high=5.0)`、`sapo_gate(ratio, advantages, sapo_temperature_pos=1.0, sapo_temperature_neg=1.05)` |
 | 7 | `check_kl_estimate` | `kl_estimate(logps, ref_logps, estimator="k3", *, log_ratio_clamp=None, value_clamp=None)` |
 | 8 | `check_reverse_kl_optimum` | `reverse_kl_optimum(ref_logps, rewards, beta)` |
 | 9 | `check_completion_mask` | `completion_mask(completions, eos_id)` |
 | 10 | `check_addition_reward` | `addition_reward(completion_ids, a, b, **kwargs)`（TRL 的奖励函数） |
 | 11 | `check_pass_at_k` | `pass_at_k(n, c, k)` |
 | 12 | `check_importance_weights` | `importance_weights(logps, sampler_logps, mask, mode="sequence_mask", clip_max=3.0, clip_min=None)` |
+| 13（续） | `check_training_state_bytes`、`check_pass_rate_window` | `training_state_bytes(n_params, dtype_bytes=2, mixed_precision=True)`、`pass_rate_window(correct, n, low=0.2, high=0.8)` |
 
 加一道新练习：新建一个模块，写出用例（`Case`）、常见错误（`Mistake`，每个带一份
 有这个错误的实现）和 `Exercise`，用 `run_check` 写 `check_<名字>`，把它加进本模块的 `EXERCISES` 与 `__all__`；
@@ -47,10 +49,12 @@ from rlhf_toy.exercises import (
     overview,
     policy_gradient,
     ppo,
+    ratio_shaping,
     reasoning,
     reward_model,
     tiny_lm,
     trl,
+    your_run_settings,
 )
 from rlhf_toy.exercises._core import CheckResult, Exercise
 from rlhf_toy.exercises.comparison import check_reverse_kl_optimum
@@ -63,10 +67,12 @@ from rlhf_toy.exercises.offpolicy import check_importance_weights
 from rlhf_toy.exercises.overview import check_sequence_logps
 from rlhf_toy.exercises.policy_gradient import check_rloo_advantages
 from rlhf_toy.exercises.ppo import check_gae_advantages, check_ppo_policy_loss
+from rlhf_toy.exercises.ratio_shaping import check_cispo_loss, check_sapo_gate
 from rlhf_toy.exercises.reasoning import check_pass_at_k
 from rlhf_toy.exercises.reward_model import check_bradley_terry_loss
 from rlhf_toy.exercises.tiny_lm import check_completion_mask
 from rlhf_toy.exercises.trl import check_addition_reward
+from rlhf_toy.exercises.your_run_settings import check_pass_rate_window, check_training_state_bytes
 
 EXERCISES: dict[str, Exercise] = {
     e.name: e
@@ -80,12 +86,16 @@ EXERCISES: dict[str, Exercise] = {
         dpo_variants.EXERCISE,
         grpo.EXERCISE,
         grpo_variants.EXERCISE,
+        ratio_shaping.CISPO_EXERCISE,
+        ratio_shaping.GATE_EXERCISE,
         kl.EXERCISE,
         comparison.EXERCISE,
         tiny_lm.EXERCISE,
         trl.EXERCISE,
         reasoning.EXERCISE,
         offpolicy.EXERCISE,
+        your_run_settings.BYTES_EXERCISE,
+        your_run_settings.WINDOW_EXERCISE,
     )
 }
 """全部练习，键是函数名（`check_<键>` 是它的检查器）。"""
@@ -96,6 +106,7 @@ __all__ = [
     "check_addition_reward",
     "check_aggregate_loss",
     "check_bradley_terry_loss",
+    "check_cispo_loss",
     "check_completion_mask",
     "check_dpo_loss",
     "check_gae_advantages",
@@ -104,8 +115,11 @@ __all__ = [
     "check_ipo_loss",
     "check_kl_estimate",
     "check_pass_at_k",
+    "check_pass_rate_window",
     "check_ppo_policy_loss",
     "check_reverse_kl_optimum",
     "check_rloo_advantages",
+    "check_sapo_gate",
     "check_sequence_logps",
+    "check_training_state_bytes",
 ]

@@ -1,0 +1,176 @@
+r"""已发表的 GRPO / RLVR 配方的超参数，每一格带出处（论文的章节，或库的文件与行号及版本）。
+
+论文没有写的值记为 `None`，页面上显示“未报告”，不猜。TRL 与 verl 的两列读自本仓库固定版本的安装包，
+`tests/claims/test_your_run_settings_page.py` 逐格与安装的库核对。
+"""
+
+# --8<-- [start:imports]
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# --8<-- [end:imports]
+
+SETTINGS = (
+    "num_generations",
+    "prompts_per_step",
+    "learning_rate",
+    "beta",
+    "kl_placement",
+    "epsilon",
+    "epsilon_high",
+    "temperature",
+    "max_completion_length",
+    "num_iterations",
+    "steps_per_generation",
+    "loss_aggregation",
+)
+SETTING_NAMES = {
+    "num_generations": "G（每题回答数）",
+    "prompts_per_step": "每步提示词数",
+    "learning_rate": "学习率",
+    "beta": "β",
+    "kl_placement": "KL 放在哪里",
+    "epsilon": "ε",
+    "epsilon_high": "ε_high",
+    "temperature": "采样温度",
+    "max_completion_length": "最大回答长度",
+    "num_iterations": "每批数据过几遍",
+    "steps_per_generation": "每次生成的优化步数",
+    "loss_aggregation": "损失汇总",
+}
+
+
+# --8<-- [start:cell]
+@dataclass(frozen=True)
+class Cell:
+    """表里的一格：值（`None` 表示出处没有写）与出处。"""
+
+    value: int | float | str | None
+    source: str
+
+
+# --8<-- [end:cell]
+
+_TRL = "trl 1.16.0, trl/trainer/grpo_config.py"
+_VERL = "verl 0.9.1, verl/trainer/config/_generated_ppo_trainer.yaml"
+_DSM = "DeepSeekMath (arXiv 2402.03300)"
+_R1 = "DeepSeek-R1 (Nature 2025 version, Supplementary Information; arXiv 2501.12948 v1 gives none)"
+_DAPO = "DAPO (arXiv 2503.14476)"
+_DR = "Dr. GRPO (arXiv 2503.20783)"
+
+# --8<-- [start:recipes]
+RECIPES: dict[str, dict[str, Cell]] = {
+    "DeepSeekMath": {
+        "num_generations": Cell(64, f"{_DSM} §4.2"),
+        "prompts_per_step": Cell(None, f"{_DSM} §4.2: training batch size 1024, not split into prompts × G"),
+        "learning_rate": Cell(1e-6, f"{_DSM} §4.2"),
+        "beta": Cell(0.04, f"{_DSM} §4.2"),
+        "kl_placement": Cell("loss (k3)", f"{_DSM} §4.1.1, eq. (3)–(4)"),
+        "epsilon": Cell(None, f"{_DSM} §4.2"),
+        "epsilon_high": Cell(None, f"{_DSM}: one symmetric ε in eq. (3)"),
+        "temperature": Cell(None, f"{_DSM} §4.2"),
+        "max_completion_length": Cell(1024, f"{_DSM} §4.2 (max length)"),
+        "num_iterations": Cell(1, f"{_DSM} §4.2: a single update after each exploration stage"),
+        "steps_per_generation": Cell(1, f"{_DSM} §4.2: a single update after each exploration stage"),
+        "loss_aggregation": Cell("seq-mean-token-mean", f"{_DSM} eq. (3): 1/G Σ_i 1/|o_i| Σ_t"),
+    },
+    "DeepSeek-R1-Zero": {
+        "num_generations": Cell(16, _R1),
+        "prompts_per_step": Cell(32, _R1),
+        "learning_rate": Cell(3e-6, _R1),
+        "beta": Cell(0.001, _R1),
+        "kl_placement": Cell("loss (k3)", f"{_R1}, eq. (1)–(2)"),
+        "epsilon": Cell(10, _R1),
+        "epsilon_high": Cell(None, f"{_R1}: one symmetric ε"),
+        "temperature": Cell(1.0, _R1),
+        "max_completion_length": Cell(32768, f"{_R1} (65,536 after step 8.2k)"),
+        "num_iterations": Cell(1, f"{_R1}: 8,192 outputs per rollout, 16 mini-batches, one inner epoch"),
+        "steps_per_generation": Cell(16, f"{_R1}: 8,192 outputs per rollout, 16 mini-batches"),
+        "loss_aggregation": Cell(None, f"{_R1} eq. (1) is written per sequence"),
+    },
+    "DAPO": {
+        "num_generations": Cell(16, f"{_DAPO} §4.1 (training details)"),
+        "prompts_per_step": Cell(512, f"{_DAPO} §4.1"),
+        "learning_rate": Cell(1e-6, f"{_DAPO} §4.1 (AdamW, 20 warm-up rollout steps)"),
+        "beta": Cell(0.0, f"{_DAPO} §2.3 (KL term removed)"),
+        "kl_placement": Cell("none", f"{_DAPO} §2.3"),
+        "epsilon": Cell(0.2, f"{_DAPO} §4.1"),
+        "epsilon_high": Cell(0.28, f"{_DAPO} §4.1"),
+        "temperature": Cell(None, f"{_DAPO} §4.1 gives 1.0 / top-p 0.7 for evaluation only"),
+        "max_completion_length": Cell(20480, f"{_DAPO} §4.1: 16,384 expected + 4,096 soft punish cache"),
+        "num_iterations": Cell(1, f"{_DAPO} §4.1: mini-batch 512, 16 gradient updates per rollout step"),
+        "steps_per_generation": Cell(16, f"{_DAPO} §4.1: 16 gradient updates per rollout step"),
+        "loss_aggregation": Cell("token-mean", f"{_DAPO} §3.3"),
+    },
+    "Dr. GRPO": {
+        "num_generations": Cell(None, _DR),
+        "prompts_per_step": Cell(None, _DR),
+        "learning_rate": Cell(None, _DR),
+        "beta": Cell(0.0, f"{_DR} §3.1 (no KL term in the Dr. GRPO objective)"),
+        "kl_placement": Cell("none", f"{_DR} §3.1"),
+        "epsilon": Cell(None, _DR),
+        "epsilon_high": Cell(None, _DR),
+        "temperature": Cell(None, _DR),
+        "max_completion_length": Cell(None, _DR),
+        "num_iterations": Cell(None, _DR),
+        "steps_per_generation": Cell(None, _DR),
+        "loss_aggregation": Cell("seq-mean-token-sum-norm", f"{_DR} §3.1: token sum over a constant, no 1/|o_i|"),
+    },
+    "TRL 1.16 默认": {
+        "num_generations": Cell(8, f"{_TRL}:480"),
+        "prompts_per_step": Cell(1, f"{_TRL}:1100 (8 completions per device ÷ G = 8)"),
+        "learning_rate": Cell(1e-6, f"{_TRL}:423"),
+        "beta": Cell(0.0, f"{_TRL}:681"),
+        "kl_placement": Cell("loss (k3)", "trl 1.16.0, trl/trainer/grpo_trainer.py:3100"),
+        "epsilon": Cell(0.2, f"{_TRL}:693"),
+        "epsilon_high": Cell(0.2, f"{_TRL}:705 (None) and trl/trainer/grpo_trainer.py:946 (→ epsilon)"),
+        "temperature": Cell(1.0, f"{_TRL}:532"),
+        "max_completion_length": Cell(512, f"{_TRL}:494"),
+        "num_iterations": Cell(1, f"{_TRL}:689"),
+        "steps_per_generation": Cell(1, f"{_TRL}:1099 (None → gradient_accumulation_steps = 1)"),
+        "loss_aggregation": Cell("dapo", f"{_TRL}:801 (loss_type)"),
+    },
+    "verl 0.9.1 默认": {
+        "num_generations": Cell(1, "verl 0.9.1, verl/trainer/config/rollout/rollout.yaml:127 (rollout.n)"),
+        "prompts_per_step": Cell(1024, f"{_VERL}:506 (data.train_batch_size)"),
+        "learning_rate": Cell(1e-6, f"{_VERL}:12 (actor.optim.lr)"),
+        "beta": Cell(0.001, f"{_VERL}:109 (kl_loss_coef; use_kl_loss: false at :106)"),
+        "kl_placement": Cell("low_var_kl (k3)", f"{_VERL}:110 (kl_loss_type)"),
+        "epsilon": Cell(0.2, f"{_VERL}:86 (clip_ratio_low)"),
+        "epsilon_high": Cell(0.2, f"{_VERL}:87 (clip_ratio_high)"),
+        "temperature": Cell(1.0, f"{_VERL}:297 (rollout.temperature)"),
+        "max_completion_length": Cell(512, f"{_VERL}:505 (data.max_response_length)"),
+        "num_iterations": Cell(1, f"{_VERL}:111 (ppo_epochs)"),
+        "steps_per_generation": Cell(4, f"{_VERL}:80 (ppo_mini_batch_size 256; 1024 / 256)"),
+        "loss_aggregation": Cell("token-mean", f"{_VERL}:101 (loss_agg_mode)"),
+    },
+}
+# --8<-- [end:recipes]
+
+# 每一行：从玩具带过去的与带不过去的（页面上的最后一列）
+CARRIES_OVER = {
+    "num_generations": "带得过去：G 决定组内基线的噪声；通过率接近 0 或 1 时要更大的 G 才有非零优势",
+    "prompts_per_step": "带不过去：玩具每步 32 题；真实配方从 32 到 1024，由显存与生成吞吐决定",
+    "learning_rate": "带不过去：玩具 5e-4 是 2 层小模型的值；预训练模型用 1e-6 量级",
+    "beta": "带得过去：β = 0 是 2025 年以来的常见选择，但要自己盯着 KL",
+    "kl_placement": "带得过去：放在损失里（k3）与放在奖励里的区别见第 7 章",
+    "epsilon": "带不过去：玩具每次生成只做一个优化步，比率恒为 1，ε 不起作用（第 11 章）；拆成多个优化步后它才起作用",
+    "epsilon_high": "带不过去：同 ε；DAPO 的 0.28 是在每次生成 16 个优化步之下定的",
+    "temperature": "带得过去：训练采样用 1.0，评估另设",
+    "max_completion_length": "带不过去：玩具 12 个 token；真实推理任务从 1k 到 32k，决定显存与时间",
+    "num_iterations": "带得过去：大多数配方每批数据只过一遍",
+    "steps_per_generation": "带不过去：玩具每次生成只做一个优化步；DAPO、R1 做 16 个，后面的步已是异策略（第 12 章）",
+    "loss_aggregation": "带得过去：dapo / token-mean 是两个库的默认，长度偏差见第 6 章",
+}
+
+
+# --8<-- [start:format_cell]
+def format_cell(cell: Cell) -> str:
+    """一格的显示文字：`None` 显示为“未报告”，浮点数用最短的写法（`1e-06`、`0.04`）。"""
+    if cell.value is None:
+        return "未报告"
+    return f"{cell.value:g}" if isinstance(cell.value, float) else str(cell.value)
+
+
+# --8<-- [end:format_cell]

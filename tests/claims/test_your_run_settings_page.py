@@ -1,0 +1,175 @@
+"""docs/your-run-settings.md: the TRL / verl columns of the recipe table and TRL's batch semantics, against the pins."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from trl import GRPOConfig
+
+from rlhf_toy.studies.recipes import RECIPES
+
+from .pinned import LIBS, config, default_config, source
+
+
+def _package_file(relative: str) -> Path:
+    package, _, rest = relative.partition("/")
+    spec = importlib.util.find_spec(package)
+    assert spec is not None and spec.submodule_search_locations, f"{package} is not installed"
+    return Path(next(iter(spec.submodule_search_locations))) / rest
+
+
+def _cited_line(source_text: str) -> tuple[Path, int]:
+    match = re.search(r"((?:trl|verl)/[\w/.]+):(\d+)", source_text)
+    assert match, f"no file:line in {source_text!r}"
+    return _package_file(match[1]), int(match[2])
+
+
+def test_the_library_columns_name_the_pinned_versions():
+    # your-run-settings.md, recipe table: columns “TRL 1.16 默认” and “verl 0.9.1 默认”.
+    assert LIBS["trl"] == "1.16.0" and LIBS["verl"] == "0.9.1"
+    for name, version in (("TRL 1.16 默认", "trl 1.16.0"), ("verl 0.9.1 默认", "verl 0.9.1")):
+        assert all(cell.source.startswith(version) for cell in RECIPES[name].values())
+
+
+def test_trl_column_is_grpo_config_defaults():
+    # your-run-settings.md, recipe table, column “TRL 1.16 默认” (trl/trainer/grpo_config.py, lines in the cells).
+    args, trl = default_config(GRPOConfig), RECIPES["TRL 1.16 默认"]
+    assert args.num_generations == trl["num_generations"].value
+    assert args.generation_batch_size // args.num_generations == trl["prompts_per_step"].value
+    assert args.learning_rate == trl["learning_rate"].value
+    assert args.beta == trl["beta"].value
+    assert args.epsilon == trl["epsilon"].value
+    assert args.epsilon_high is None  # grpo_trainer.py:946 falls back to epsilon
+    assert "self.epsilon_high = args.epsilon_high if args.epsilon_high is not None else args.epsilon" in (
+        _package_file("trl/trainer/grpo_trainer.py").read_text(encoding="utf-8")
+    )
+    assert args.temperature == trl["temperature"].value
+    assert args.max_completion_length == trl["max_completion_length"].value
+    assert args.num_iterations == trl["num_iterations"].value
+    assert args.steps_per_generation == trl["steps_per_generation"].value
+    assert args.loss_type == trl["loss_aggregation"].value
+
+
+def test_trl_cells_cite_the_lines_that_define_them():
+    # your-run-settings.md, “出处” box under the recipe table: each TRL cell names file:line of trl 1.16.0.
+    for setting, cell in RECIPES["TRL 1.16 默认"].items():
+        path, line = _cited_line(cell.source)
+        text = path.read_text(encoding="utf-8").splitlines()[line - 1]
+        key = {"prompts_per_step": "generation_batch_size", "loss_aggregation": "loss_type"}.get(setting, setting)
+        key = {"kl_placement": "per_token_kl", "epsilon_high": "epsilon_high"}.get(setting, key)
+        key = {"steps_per_generation": "self.steps_per_generation = self.gradient_accumulation_steps"}.get(setting, key)
+        assert key in text, f"{setting}: line {line} of {path.name} is {text!r}"
+
+
+def test_verl_column_is_the_default_config():
+    # your-run-settings.md, recipe table, column “verl 0.9.1 默认” (the flattened default config shipped in the wheel).
+    cfg = yaml.safe_load(_package_file("verl/trainer/config/_generated_ppo_trainer.yaml").read_text(encoding="utf-8"))
+    rollout = yaml.safe_load(_package_file("verl/trainer/config/rollout/rollout.yaml").read_text(encoding="utf-8"))
+    actor, verl = cfg["actor_rollout_ref"]["actor"], RECIPES["verl 0.9.1 默认"]
+    assert rollout["n"] == verl["num_generations"].value
+    assert cfg["data"]["train_batch_size"] == verl["prompts_per_step"].value
+    assert actor["optim"]["lr"] == verl["learning_rate"].value
+    assert (actor["use_kl_loss"], actor["kl_loss_coef"]) == (False, verl["beta"].value)
+    assert actor["kl_loss_type"] == "low_var_kl"
+    assert (actor["clip_ratio_low"], actor["clip_ratio_high"]) == (verl["epsilon"].value, verl["epsilon_high"].value)
+    assert cfg["actor_rollout_ref"]["rollout"]["temperature"] == verl["temperature"].value
+    assert cfg["data"]["max_response_length"] == verl["max_completion_length"].value
+    assert actor["ppo_epochs"] == verl["num_iterations"].value
+    assert cfg["data"]["train_batch_size"] // actor["ppo_mini_batch_size"] == verl["steps_per_generation"].value
+    assert actor["loss_agg_mode"] == verl["loss_aggregation"].value
+    assert cfg["algorithm"]["adv_estimator"] == "gae"  # page: GRPO needs algorithm.adv_estimator=grpo
+    assert cfg["actor_rollout_ref"]["rollout"]["name"] == "???"  # page: rollout.name has no default (line 293)
+
+
+def test_verl_cells_cite_the_lines_that_define_them():
+    # your-run-settings.md, “出处” box: each verl cell names file:line of verl 0.9.1.
+    keys = {"num_generations": "n:", "prompts_per_step": "train_batch_size", "learning_rate": "lr:",
+            "beta": "kl_loss_coef", "kl_placement": "kl_loss_type", "epsilon": "clip_ratio_low",
+            "epsilon_high": "clip_ratio_high", "temperature": "temperature", "max_completion_length": "max_response_length",
+            "num_iterations": "ppo_epochs", "steps_per_generation": "ppo_mini_batch_size",
+            "loss_aggregation": "loss_agg_mode"}  # fmt: skip
+    for setting, cell in RECIPES["verl 0.9.1 默认"].items():
+        path, line = _cited_line(cell.source)
+        text = path.read_text(encoding="utf-8").splitlines()[line - 1]
+        assert keys[setting] in text, f"{setting}: line {line} of {path.name} is {text!r}"
+
+
+def test_per_device_train_batch_size_counts_completions():
+    # your-run-settings.md, “TRL 的批”: per_device_train_batch_size counts completions, not prompts; the default
+    # 8 with num_generations=8 is one prompt per step on one process (grpo_config.py:1100).
+    args = config(GRPOConfig, per_device_train_batch_size=8, num_generations=8)
+    assert (args.generation_batch_size, args.steps_per_generation) == (8, 1)
+    args = config(GRPOConfig, per_device_train_batch_size=16, num_generations=4)
+    assert args.generation_batch_size // args.num_generations == 4
+
+
+def test_generation_batch_must_divide_by_num_generations():
+    # your-run-settings.md, “TRL 的批”: the generation batch must hold whole groups (grpo_config.py:1131).
+    with pytest.raises(ValueError, match="must be divisible by num_generations"):
+        config(GRPOConfig, per_device_train_batch_size=6, num_generations=4)
+    args = config(GRPOConfig, per_device_train_batch_size=6, num_generations=4, steps_per_generation=2)
+    assert args.generation_batch_size == 12
+
+
+def test_steps_per_generation_and_generation_batch_size():
+    # your-run-settings.md, “TRL 的批”: generation_batch_size = per_device_train_batch_size × processes ×
+    # steps_per_generation; giving one sets the other; giving both is an error (grpo_config.py:1098-1115).
+    args = config(GRPOConfig, per_device_train_batch_size=8, num_generations=8, steps_per_generation=4)
+    assert args.generation_batch_size == 32
+    args = config(GRPOConfig, per_device_train_batch_size=8, num_generations=8, generation_batch_size=64)
+    assert args.steps_per_generation == 8
+    with pytest.raises(ValueError, match="can not be both configured"):
+        config(GRPOConfig, per_device_train_batch_size=8, steps_per_generation=2, generation_batch_size=16)
+    with pytest.raises(ValueError, match="must be divisible by the global batch size"):
+        config(GRPOConfig, per_device_train_batch_size=8, num_generations=4, generation_batch_size=12)
+
+
+def test_steps_per_generation_defaults_to_gradient_accumulation_steps():
+    # your-run-settings.md, “TRL 的批”: unset, steps_per_generation = gradient_accumulation_steps (grpo_config.py:1099).
+    args = config(GRPOConfig, per_device_train_batch_size=8, num_generations=8, gradient_accumulation_steps=4)
+    assert (args.steps_per_generation, args.generation_batch_size) == (4, 32)
+
+
+def test_a_generation_is_reused_steps_per_generation_times_num_iterations():
+    # your-run-settings.md, “TRL 的批”: TRL generates once every steps_per_generation × num_iterations micro-steps and
+    # feeds slice step % steps_per_generation of the buffer (grpo_trainer.py:1538-1546, _prepare_inputs).
+    from trl import GRPOTrainer
+
+    text = source(GRPOTrainer._prepare_inputs)
+    assert "generate_every = self.args.steps_per_generation * self.num_iterations" in text
+    assert "inputs = self._buffered_inputs[self._step % self.args.steps_per_generation]" in text
+
+
+def test_fsdp_sharding_strategies_shard_what_the_page_says():
+    # your-run-settings.md, footnote on FSDP: FULL_SHARD shards parameters, gradients and optimizer states; SHARD_GRAD_OP
+    # shards gradients and optimizer states, parameters only outside computation; NO_SHARD replicates like DDP
+    # (torch 2.13.0, torch/distributed/fsdp/api.py:32-53, the ShardingStrategy docstring).
+    import inspect
+
+    from torch.distributed.fsdp import ShardingStrategy
+
+    from rlhf_toy.models.memory import FSDP_EQUIVALENT
+
+    doc = re.sub(r"\s+", " ", inspect.getdoc(ShardingStrategy))
+    assert "``FULL_SHARD``: Parameters, gradients, and optimizer states are sharded." in doc
+    assert "``SHARD_GRAD_OP``: Gradients and optimizer states are sharded during computation" in doc
+    assert "parameters are sharded outside computation" in doc
+    assert "``NO_SHARD``: Parameters, gradients, and optimizer states are not sharded" in doc
+    assert "similar to PyTorch's :class:`DistributedDataParallel`" in doc
+    assert set(FSDP_EQUIVALENT) <= set(ShardingStrategy.__members__)
+
+
+def test_more_steps_per_generation_than_accumulation_means_several_optimizer_steps_per_generation():
+    # your-run-settings.md, “TRL 的批”: steps_per_generation > gradient_accumulation_steps → one generation spans
+    # several optimizer steps, and TRL then computes old log-probs (the later steps are off-policy)
+    # (grpo_trainer.py:2642-2643 in _generate_and_score_completions; comment at :3060).
+    from trl import GRPOTrainer
+
+    args = config(GRPOConfig, per_device_train_batch_size=8, num_generations=8, steps_per_generation=4)
+    assert args.gradient_accumulation_steps == 1
+    assert args.steps_per_generation // args.gradient_accumulation_steps == 4  # optimizer steps per generation
+    assert "if self.args.gradient_accumulation_steps % generate_every != 0 or (" in source(GRPOTrainer)
