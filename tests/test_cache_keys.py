@@ -73,6 +73,7 @@ def _cases():
         "distillation.json": (distillation.SOURCES, ["demos.distillation"]),
         "tools.json": (tools.SOURCES, ["demos.tools"]),
         "trl.json": (_script("run_trl").SOURCES, ["integrations.trl", "demos.trl"]),
+        "lora.json": (_script("run_lora").SOURCES, ["integrations.lora", "demos.trl"]),
         "tiny_lm_figures.json": (ch09_tiny_lm.TINY_LM_HASHED, ["demos.tiny_lm"]),
         "tiny_lm_runs.json": (_script("run_tiny_lm").HASHED, ["demos.tiny_lm"]),
         "ratio_shaping_runs.json": (

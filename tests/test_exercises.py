@@ -286,7 +286,7 @@ def _map_main(ret, f):
         return (f(ret[0]), *ret[1:])
     if isinstance(ret, list):
         return [float(v) for v in f(torch.tensor(ret)).tolist()]
-    if isinstance(ret, float):  # pass_at_k returns a Python float
+    if isinstance(ret, float | int):  # pass_at_k returns a Python float, lora_trainable_parameters an int
         out = f(torch.tensor(ret))
         return out.item() if out.dim() == 0 and not out.requires_grad else out
     return f(ret)
@@ -320,7 +320,7 @@ def generic(name, key):
         return _map_main(ref(**kwargs), lambda t: t.detach())
 
     def value(**kwargs):
-        return _map_main(ref(**kwargs), lambda t: 1 - t if name == "completion_mask" else t * 1.37 + 0.11)
+        return _map_main(ref(**kwargs), lambda t: 1 - t if name.endswith("completion_mask") else t * 1.37 + 0.11)
 
     def grad(**kwargs):
         x = kwargs[wrt]
@@ -416,6 +416,7 @@ CHAPTER_CHECKERS = {
     "trl": ["check_addition_reward"],
     "reasoning": ["check_pass_at_k"],
     "offpolicy": ["check_importance_weights"],
+    "your-run": ["check_chat_completion_mask", "check_lora_trainable_parameters"],
     "your-run-settings": ["check_training_state_bytes", "check_pass_rate_window"],
 }
 

@@ -2,7 +2,7 @@
 with a reason.
 
 Rule for pages (prose outside fenced code blocks): a release version of TRL, verl, OpenRLHF, transformers,
-accelerate or datasets — written `v0.28`, `v1.4.0`, or after the library's name, as in `TRL 1.16.0` — must either
+accelerate, datasets or peft — written `v0.28`, `v1.4.0`, or after the library's name, as in `TRL 1.16.0` — must either
 be the pinned version (requirements-libs.txt), or stand in a paragraph, list item or table row (with its table's
 header row) that contrasts it with the pinned version (names that too) or says why an older version is named: one
 of the words 起、以前、之前、以后、引入、加入、移除、
@@ -16,7 +16,7 @@ import re
 
 from .pinned import DOCS, LIBS, LOCK
 
-LIBRARY_NAMES = r"(?:TRL|trl|verl|OpenRLHF|transformers|accelerate|datasets)"
+LIBRARY_NAMES = r"(?:TRL|trl|verl|OpenRLHF|transformers|accelerate|datasets|peft)"
 VERSION = re.compile(rf"(?:\bv(\d+\.\d+(?:\.\d+)?)\b|{LIBRARY_NAMES}\s+v?(\d+\.\d+(?:\.\d+)?)\b)")
 REASON = re.compile(
     r"起|以前|之前|以后|引入|加入|移除|删除|升级|重构|当前版本|历史|改为|曾|v?\d+\.\d+\s*[–~-]\s*v?\d+\.\d+"
@@ -92,10 +92,11 @@ def test_home_page_names_the_pinned_versions():
         "transformers": LIBS["transformers"],
         "accelerate": LIBS["accelerate"],
         "datasets": LIBS["datasets"],
+        "peft": LIBS["peft"],
         "verl": LIBS["verl"],
         "PyTorch": LOCK["torch"],
     }
-    named = dict(re.findall(r"(TRL|transformers|accelerate|datasets|verl|PyTorch) (\d+\.\d+\.\d+)", paragraph))
+    named = dict(re.findall(r"(TRL|transformers|accelerate|datasets|peft|verl|PyTorch) (\d+\.\d+\.\d+)", paragraph))
     assert named == expected
 
 

@@ -24,6 +24,7 @@ r"""读者自己动手写的练习，以及会说出“错在哪里”的检查�
 | 10 | `check_addition_reward` | `addition_reward(completion_ids, a, b, **kwargs)`（TRL 的奖励函数） |
 | 11 | `check_pass_at_k` | `pass_at_k(n, c, k)` |
 | 12 | `check_importance_weights` | `importance_weights(logps, sampler_logps, mask, mode="sequence_mask", clip_max=3.0, clip_min=None)` |
+| 13 | `check_chat_completion_mask`、`check_lora_trainable_parameters` | `chat_completion_mask(input_ids, header_ids, eos_id)`、`lora_trainable_parameters(shapes, r)` |
 | 13（续） | `check_training_state_bytes`、`check_pass_rate_window` | `training_state_bytes(n_params, dtype_bytes=2, mixed_precision=True)`、`pass_rate_window(correct, n, low=0.2, high=0.8)` |
 
 加一道新练习：新建一个模块，写出用例（`Case`）、常见错误（`Mistake`，每个带一份
@@ -54,6 +55,7 @@ from rlhf_toy.exercises import (
     reward_model,
     tiny_lm,
     trl,
+    your_run,
     your_run_settings,
 )
 from rlhf_toy.exercises._core import CheckResult, Exercise
@@ -72,6 +74,7 @@ from rlhf_toy.exercises.reasoning import check_pass_at_k
 from rlhf_toy.exercises.reward_model import check_bradley_terry_loss
 from rlhf_toy.exercises.tiny_lm import check_completion_mask
 from rlhf_toy.exercises.trl import check_addition_reward
+from rlhf_toy.exercises.your_run import check_chat_completion_mask, check_lora_trainable_parameters
 from rlhf_toy.exercises.your_run_settings import check_pass_rate_window, check_training_state_bytes
 
 EXERCISES: dict[str, Exercise] = {
@@ -94,6 +97,8 @@ EXERCISES: dict[str, Exercise] = {
         trl.EXERCISE,
         reasoning.EXERCISE,
         offpolicy.EXERCISE,
+        your_run.MASK_EXERCISE,
+        your_run.COUNT_EXERCISE,
         your_run_settings.BYTES_EXERCISE,
         your_run_settings.WINDOW_EXERCISE,
     )
@@ -106,6 +111,7 @@ __all__ = [
     "check_addition_reward",
     "check_aggregate_loss",
     "check_bradley_terry_loss",
+    "check_chat_completion_mask",
     "check_cispo_loss",
     "check_completion_mask",
     "check_dpo_loss",
@@ -114,6 +120,7 @@ __all__ = [
     "check_importance_weights",
     "check_ipo_loss",
     "check_kl_estimate",
+    "check_lora_trainable_parameters",
     "check_pass_at_k",
     "check_pass_rate_window",
     "check_ppo_policy_loss",

@@ -1,0 +1,221 @@
+"""docs/your-run.md: what the page says about TRL 1.16, transformers 5.24 and peft 0.21, checked against them."""
+
+from __future__ import annotations
+
+import inspect
+import tempfile
+
+import peft
+import pytest
+import torch
+from peft import get_peft_model
+from trl import GRPOConfig, GRPOTrainer
+from trl.data_utils import is_conversational
+from trl.trainer.utils import use_adapter
+
+from rlhf_toy.integrations import chat
+from rlhf_toy.integrations.lora import lora_config
+from rlhf_toy.integrations.trl import make_model, make_tokenizer, prompt_dataset, reward_function
+from rlhf_toy.tasks.addition import AdditionTask
+
+from .pinned import LIBS, source
+
+pytestmark = pytest.mark.xdist_group("trl")
+
+
+def _args(**kw):
+    return GRPOConfig(
+        output_dir=tempfile.mkdtemp(prefix="rlhf_toy_claims_"),
+        use_cpu=True,
+        report_to="none",
+        per_device_train_batch_size=4,
+        num_generations=4,
+        max_completion_length=8,
+        bf16=False,
+        gradient_checkpointing=False,
+        **kw,
+    )
+
+
+def test_peft_is_the_pinned_version():
+    # your-run.md: “本章描述的版本是 TRL 1.16.0、transformers 5.24.0、tokenizers 0.23.3、peft 0.21.2（见首页）”
+    assert peft.__version__ == LIBS["peft"] == "0.21.2"
+
+
+def test_a_conversational_prompt_is_rendered_with_the_generation_prompt():
+    # your-run.md: “数据集的 prompt 列是消息列表时，TRL 认出它是对话格式（is_conversational，trl/data_utils.py:126），
+    # 生成前用分词器的模板渲染，add_generation_prompt=True（grpo_trainer.py:1686, 1737-1745）”
+    task = AdditionTask(seed=0, balanced=True)
+    tokenizer = chat.train_chat_tokenizer(task.train[:2000])
+    data = chat.chat_prompt_dataset(task.train[:4])
+    assert is_conversational(data[0])
+    assert "add_generation_prompt=True" in source(GRPOTrainer._tokenize_prompts)
+    trainer = GRPOTrainer(
+        model=_chat_model(tokenizer),
+        reward_funcs=chat.chat_reward,
+        args=_args(),
+        train_dataset=data,
+        processing_class=tokenizer,
+    )
+    prompts = [row["prompt"] for row in data]
+    prompt_ids, _, _ = trainer._tokenize_prompts(prompts)
+    for ids, messages in zip(prompt_ids, prompts, strict=True):
+        text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        assert ids == tokenizer(text, add_special_tokens=False)["input_ids"]
+    # the stop tokens: generation_config's EOS ids plus the tokenizer's EOS (grpo_trainer.py:409-416)
+    assert tokenizer.eos_token_id in trainer.eos_token_ids
+    init = source(GRPOTrainer.__init__)
+    assert "eos_token_ids = model.generation_config.eos_token_id" in init
+    assert "eos_token_ids = [self._tokenizer.eos_token_id, *eos_token_ids]" in init
+
+
+def test_conversational_completions_reach_the_reward_as_assistant_messages():
+    # your-run.md: “对话格式时，奖励函数收到的每条 completions 是 [{"role": "assistant", "content": 文本}]，
+    # 文本解码时去掉特殊 token（grpo_trainer.py:2229-2247）”
+    text = source(GRPOTrainer._generate)
+    assert 'completions = [[{"role": "assistant", "content": content}] for content in contents]' in text
+    assert "contents = self.processing_class.batch_decode(completion_ids, skip_special_tokens=True)" in text
+
+
+def test_one_real_step_hands_the_reward_conversations_in_and_assistant_messages_out():
+    # your-run.md: the same two sentences, run for real: one GRPOTrainer step on the conversational dataset
+    task = AdditionTask(seed=0, balanced=True)
+    tokenizer = chat.train_chat_tokenizer(task.train[:2000])
+    seen = {}
+
+    def recording_reward(prompts, completions, **kwargs):
+        seen.update(prompts=prompts, completions=completions)
+        return chat.chat_reward(completions, **kwargs)
+
+    trainer = GRPOTrainer(
+        model=_chat_model(tokenizer),
+        reward_funcs=recording_reward,
+        args=_args(max_steps=1, logging_steps=1, disable_tqdm=True, save_strategy="no"),
+        train_dataset=chat.chat_prompt_dataset(task.train[:4]),
+        processing_class=tokenizer,
+    )
+    trainer.train()
+    conversations = [chat.conversation(a, b) for a, b in task.train[:4].tolist()]
+    assert len(seen["prompts"]) == 4 and all(p in conversations for p in seen["prompts"])  # the messages, unrendered
+    assert all(
+        isinstance(c, list) and len(c) == 1 and c[0]["role"] == "assistant" and isinstance(c[0]["content"], str)
+        for c in seen["completions"]
+    )
+    assert all("<|im_end|>" not in c[0]["content"] for c in seen["completions"])  # special tokens are dropped
+
+
+def test_completion_mask_ends_at_the_first_stop_token():
+    # your-run.md: “TRL 的 completion_mask 到第一个 EOS（含）为止”（grpo_trainer.py:1881-1885）
+    text = source(GRPOTrainer._generate_single_turn)
+    assert "is_eos = torch.isin(completion_ids, torch.tensor(self.eos_token_ids, device=device))" in text
+    assert "completion_mask = (sequence_indices <= eos_idx.unsqueeze(1)).int()" in text
+
+
+def _chat_model(tokenizer):
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(0)
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    model = Qwen2ForCausalLM(config)
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    return model
+
+
+def test_with_a_lora_config_there_is_no_reference_copy_and_the_reference_is_the_adapter_disabled():
+    # your-run.md: “给了 peft_config，TRL 用 get_peft_model 包模型（grpo_trainer.py:476），不另建参考模型
+    # （ref_model = None，grpo_trainer.py:987-990）；β > 0 时参考的对数概率在 use_adapter(model, None) 里算，
+    # 即 model.disable_adapter()（grpo_trainer.py:2724-2728，trainer/utils.py:1442-1444）”
+    task = AdditionTask(seed=0, balanced=True, batch_size=1)
+    base = make_model(seed=0)
+    base_copy = make_model(seed=0)
+    trainer = GRPOTrainer(
+        model=base,
+        reward_funcs=reward_function(task),
+        args=_args(beta=0.04),
+        train_dataset=prompt_dataset(task.train[:4]),
+        processing_class=make_tokenizer(),
+        peft_config=lora_config(),
+    )
+    assert trainer.ref_model is None
+    assert isinstance(trainer.model, peft.PeftModel)
+    assert "ref" not in trainer.model.peft_config  # a fresh adapter: no "ref" copy (that is for a pretrained one)
+    assert 'with use_adapter(model, adapter_name="ref" if "ref" in model.peft_config else None):' in source(
+        GRPOTrainer._generate_and_score_completions
+    )
+    assert "with model.disable_adapter():" in source(use_adapter)
+    model = trainer.model
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.1)  # as after some training
+        ids = torch.randint(3, 16, (2, 7), generator=torch.Generator().manual_seed(0))
+        with use_adapter(model, None):
+            ref = model(input_ids=ids).logits
+        assert torch.equal(ref, base_copy(input_ids=ids).logits)  # the frozen base, bit for bit
+        assert not torch.allclose(model(input_ids=ids).logits, ref)
+
+
+def test_full_fine_tuning_with_beta_builds_the_reference_from_the_model_path():
+    # your-run.md: “全参数微调且 β > 0 时，TRL 按模型配置里的名字或路径再载入一份参考模型
+    # （create_model_from_path(get_config_model_id(...))，grpo_trainer.py:991-1003）”
+    text = source(GRPOTrainer.__init__)
+    assert (
+        "self.ref_model = create_model_from_path(get_config_model_id(self.model.config), **model_init_kwargs)" in text
+    )
+
+
+def test_peft_wraps_with_get_peft_model():
+    # your-run.md: “把它交给 GRPOTrainer(peft_config=...)，TRL 用 get_peft_model 把模型包起来”（grpo_trainer.py:476）
+    text = source(GRPOTrainer.__init__)
+    assert "model = get_peft_model(model, peft_config, **get_peft_model_kwargs)" in text
+    assert inspect.isfunction(get_peft_model)
+
+
+def test_a_pretrained_adapter_gets_a_ref_copy_when_beta_is_positive():
+    # your-run.md, box “已经训练过的适配器”: a PeftModel passed in with beta > 0 gets a copy of its adapter named
+    # "ref", used as the reference (grpo_trainer.py:478-507)
+    text = source(GRPOTrainer.__init__)
+    assert "elif is_peft_model(model) and args.beta != 0.0:" in text
+    assert 'model.add_adapter("ref", default_config)' in text
+
+
+def test_peft_starts_with_b_zero_and_a_random_so_the_adapter_changes_nothing():
+    # your-run.md: “A 随机初始化，B 初始化为 0，所以刚装上适配器时 BA = 0，模型与原模型完全相同”
+    # (peft 0.21.2 tuners/lora/layer.py:335-343, LoraLayer.reset_lora_parameters with init_lora_weights=True:
+    # kaiming-uniform A, zero B)
+    model = get_peft_model(make_model(seed=0), lora_config())
+    a = [p for n, p in model.named_parameters() if "lora_A" in n]
+    b = [p for n, p in model.named_parameters() if "lora_B" in n]
+    assert len(a) == len(b) == 14
+    assert all(torch.count_nonzero(p) == 0 for p in b)
+    assert all(torch.count_nonzero(p) == p.numel() for p in a)
+    ids = torch.tensor([[1, 5, 6, 13, 8, 11, 14]])
+    with torch.no_grad():
+        assert torch.equal(model(input_ids=ids).logits, make_model(seed=0)(input_ids=ids).logits)
+
+
+def test_full_fine_tuning_with_beta_fails_for_a_model_built_in_memory():
+    # your-run.md, box “本章的 LoRA 运行”: the in-memory model has no path in its config, so with beta > 0 and no
+    # peft_config GRPOTrainer cannot build the reference model (it raises OSError); with peft_config it can.
+    task = AdditionTask(seed=0, balanced=True, batch_size=1)
+    model = make_model(seed=0)
+    assert model.config._name_or_path == ""
+    with pytest.raises(OSError):
+        GRPOTrainer(
+            model=model,
+            reward_funcs=reward_function(task),
+            args=_args(beta=0.04),
+            train_dataset=prompt_dataset(task.train[:4]),
+            processing_class=make_tokenizer(),
+        )
