@@ -86,11 +86,11 @@ def _warm_start(seed: int, sft_steps: int) -> tuple[ScratchpadAdditionTask, Tiny
     return task, policy
 
 
+# --8<-- [start:difficulty_run]
 def _mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else float("nan")
 
 
-# --8<-- [start:difficulty_run]
 def difficulty_run(
     seed: int = 0,
     steps: int = 40,
