@@ -49,7 +49,7 @@ def test_trl_log_reports_its_missing_metrics(trl_run):
     # beta = 0: TRL logs no kl; no evaluation was run; no vLLM, so no sampling/* metrics
     assert {f.symptom: f.metrics for f in d.missing} == {
         "kl_explodes": ("kl", "objective/kl"),
-        "reward_without_accuracy": ("eval_accuracy", "accuracy", "success_prob", "eval_reward"),
+        "reward_without_accuracy": ("eval_accuracy", "accuracy", "success_prob"),
         "sampler_mismatch": ("sampling/sampling_logp_difference/mean", "sampling/importance_sampling_ratio/mean"),
     }
     read = {f.symptom: f.metrics for f in d.findings if f.status in ("clean", "detected")}

@@ -135,3 +135,21 @@ def test_group_scaled_advantages_are_bounded_however_large_the_outlier():
     assert outlier.abs().max().item() == pytest.approx(bound, rel=1e-4)
     rewards = torch.randn(1000 * G, generator=torch.Generator().manual_seed(0)) * 100
     assert group_advantages(rewards, G).abs().max().item() <= bound + 1e-6
+
+
+def test_the_kl_penalty_slows_the_hacking_but_diagnose_still_flags_every_beta():
+    # page: “`diagnose` 在三个 β 的运行上都报了奖励涨而正确率不涨”
+    for beta in ("0.3", "1", "3"):
+        found = {f.symptom for f in diagnose(RUNS[f"hacking_proxy_beta{beta}"]).problems}
+        assert "reward_without_accuracy" in found, beta
+
+
+def test_eval_reward_from_the_hacked_reward_is_not_read_as_accuracy():
+    # rules.ACCURACY_METRICS leaves out eval_reward: scored by the hacked reward it rises with `reward`.
+    # The hacked run with its true accuracy replaced by the proxy reward is reported as missing, not clean.
+    history = [
+        {k: v for k, v in {**row, "eval_reward": row.get("reward")}.items() if k != "success_prob"}
+        for row in RUNS["hacking_proxy"]
+    ]
+    finding = next(f for f in diagnose(history).findings if f.symptom == "reward_without_accuracy")
+    assert finding.status == "missing"

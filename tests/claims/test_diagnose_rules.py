@@ -54,7 +54,10 @@ def test_grpo_metrics_the_rules_read_are_logged_where_the_rules_say():
     assert "metrics[key] = sum(valid) / len(valid) if valid else None" in GRPO
     # report.py KNOWN_PREFIXES / ACCURACY_METRICS: evaluation metrics get the eval_ prefix
     assert 'metrics = {f"eval_{key}": val for key, val in metrics.items()}' in GRPO
-    assert "eval_reward" in ACCURACY_METRICS
+    # ...but eval_reward is the same reward functions scored on the eval prompts (the loop that fills "reward" also
+    # runs in eval mode), so it rises with a hacked reward and is not an accuracy metric
+    assert 'self._metrics[mode]["reward"].append(' in GRPO
+    assert "eval_reward" not in ACCURACY_METRICS
 
 
 def test_grad_norm_is_logged_before_clipping():

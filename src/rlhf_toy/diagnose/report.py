@@ -155,7 +155,7 @@ def diagnose(log: str | Path | Sequence[Mapping[str, object]], accuracy_metric: 
         log: `trainer.state.log_history`、本书训练循环返回的 `history`（每步一个指标字典），
             或 TRL 写出的 `trainer_state.json` 的路径。
         accuracy_metric: 留出集正确率的指标名；`None` 时依次找 `rules.ACCURACY_METRICS`
-            （`eval_accuracy`、`accuracy`、`success_prob`、`eval_reward`）。
+            （`eval_accuracy`、`accuracy`、`success_prob`）。
 
     Returns:
         `Diagnosis`：每条规则一个 `Finding`（检出 / 正常 / 缺少指标 / 不适用），以及未识别的指标。

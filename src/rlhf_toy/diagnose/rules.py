@@ -338,8 +338,11 @@ REWARD_RISE = 0.05
 ACCURACY_RISE = 0.01
 """留出集正确率结尾比开头高不到 0.01（1 个百分点）就算“没有上升”。"""
 
-ACCURACY_METRICS = ("eval_accuracy", "accuracy", "success_prob", "eval_reward")
-"""留出集正确率的候选名：TRL 评估时给指标加 `eval_` 前缀；本书第 9 章评估记 `accuracy`、查表任务记 `success_prob`。"""
+ACCURACY_METRICS = ("eval_accuracy", "accuracy", "success_prob")
+"""留出集正确率的候选名：TRL 评估时给指标加 `eval_` 前缀；本书第 9 章评估记 `accuracy`、查表任务记 `success_prob`。
+
+不含 TRL 的 `eval_reward`：它是同一组奖励函数在评估提示词上的分，奖励函数本身被投机时它与 `reward` 一起涨，
+查不出这个症状（第 14 章（续）用缓存的投机运行演示了这一点）。"""
 
 
 def check_reward_vs_accuracy(h: History, names: list[str | None]) -> tuple[int, str] | None:
@@ -403,7 +406,8 @@ def check_sampler_mismatch(h: History, names: list[str | None]) -> tuple[int, st
     `sampling/importance_sampling_ratio/mean` 持续偏离 1 超过 `IS_RATIO_BAND`（都是连续 `SUSTAIN` 条）。
 
     理由：这两个指标只在用 vLLM 生成且开着 `vllm_importance_sampling_correction` 时记录（缺了就报“缺少指标”，
-    说明这次运行没有这种不一致的测量）。采样器和训练器的权重相同，差异只来自数值（bf16、内核、温度处理）；
+    说明这次运行没有这种不一致的测量）。采样器和训练器的权重相同，差异来自数值（bf16、内核），
+    也来自只在采样器一侧生效的 `top_k` / `top_p`（温度两侧都用）；
     逐 token 平均差 0.05 nat 时，100 个 token 的回答上差异若同向累积可达 5 nat，远超 TRL 默认的序列权重上界
     `vllm_importance_sampling_clip_max=3.0`（$\ln 3 \approx 1.1$）。权重的平均偏离 1 一成，修正本身就把梯度缩放了一成。
     `docs/offpolicy.md` 过时与不一致的采样器推导了这两种修正与它们的偏差。
@@ -436,7 +440,7 @@ def check_clip_high(h: History, names: list[str | None]) -> tuple[int, str] | No
     理由：比率越过 $[1-\epsilon, 1+\epsilon]$ 且方向与优势相同的 token 没有梯度（`docs/grpo.md` 重要性采样比率与截断）；
     五分之一的 token 被截断，说明每批样本上的更新走得太远（学习率太大或 `num_iterations` 太多），
     这些 token 的信号被白白丢掉。`num_iterations=1` 时比率恒为 1，截断比例按定义为 0，说明不了任何事。
-    TRL 每次内循环都记一次（第一遍 $w \approx 1$），再平均，所以同样的运行 TRL 的值约为本书的一半
+    TRL 每次内循环都记一次（第一遍 $w \approx 1$），再平均；`num_iterations=2` 时 TRL 的值约为本书的一半
     （`docs/comparison.md` 健康 vs 异常）；阈值对两者一样，TRL 上更保守。
     """
     (clip,) = names
