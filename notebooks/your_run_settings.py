@@ -97,7 +97,7 @@ for key in keys:
     values = [training_memory(QWEN25[n], 1, SEQ_LEN)[key] / GiB for n in names]
     ax.bar(names, values, bottom=bottom, label=key)
     bottom = [b + v for b, v in zip(bottom, values, strict=True)]
-ax.set(ylabel="GiB (one GPU, no sharding)", title=f"Qwen2.5, bf16 mixed precision, AdamW, 1 x {SEQ_LEN} tokens")
+ax.set(ylabel="GiB (one GPU, no sharding)", title=f"Qwen2.5, bf16 model + fp32 master (ZeRO layout), 1 x {SEQ_LEN} tokens")
 ax.legend(fontsize=8)
 fig.tight_layout()
 plt.show()
@@ -120,18 +120,18 @@ for setting in SETTINGS:
 # %% [markdown]
 # ## 难度筛选：缓存里的结果
 #
-# 三臂（筛选、不筛选、随机子集）每步同样 32 个提示词 × 8 个回答、同样 40 步；由 `scripts/run_settings.py` 跑。
+# 四臂（筛选、不筛选、随机子集、只去掉容易的题）每步同样 32 个提示词 × 8 个回答、同样 40 步；由 `scripts/run_settings.py` 跑。
 
 # %%
 cache_path = Path("docs/data/your_run_settings.json")
 if cache_path.exists():
     cache = json.loads(cache_path.read_text(encoding="utf-8"))
-    arms = ("filtered", "unfiltered", "random_subset")
+    arms = ("filtered", "unfiltered", "random_subset", "no_easy")
     fig, ax = plt.subplots(figsize=(6, 3.2))
     for i, (seed, run) in enumerate(cache["runs"].items()):
-        ax.plot(range(3), [run[a]["accuracy"] for a in arms], "o-", label=f"seed {seed}")
+        ax.plot(range(len(arms)), [run[a]["accuracy"] for a in arms], "o-", label=f"seed {seed}")
         print(seed, {a: round(run[a]["accuracy"], 3) for a in arms})
-    ax.set_xticks(range(3), arms)
+    ax.set_xticks(range(len(arms)), arms)
     ax.set(ylabel="held-out greedy accuracy", title="difficulty filtering, same budget")
     ax.legend(fontsize=8)
     fig.tight_layout()

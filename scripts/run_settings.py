@@ -1,4 +1,4 @@
-"""第 13 章（续）的难度筛选实验：每个种子一个热启动，筛选与不筛选两臂各跑同样多步的 GRPO，写缓存。
+"""第 13 章（续）的难度筛选实验：每个种子一个热启动，筛选、不筛选与两个对照各跑同样多步的 GRPO，写缓存。
 
     nice -n 10 .venv/bin/python scripts/run_settings.py   # 写 docs/data/your_run_settings.json
 
@@ -23,7 +23,14 @@ from rlhf_toy.studies.difficulty import SOURCES, difficulty_run  # noqa: E402
 
 CACHE = ROOT / "docs" / "data" / "your_run_settings.json"
 SEEDS = (0, 1, 2)
-SETTINGS = {"steps": 40, "pool_size": 256, "n": 16, "window": [0.2, 0.8], "sft_steps": 300}
+SETTINGS = {
+    "steps": 40,
+    "pool_size": 256,
+    "n": 16,
+    "window": [0.2, 0.8],
+    "sft_steps": 300,
+    "control_window": [0.0, 0.8],
+}
 
 
 def r4(x: object) -> object:
@@ -41,7 +48,16 @@ def main() -> int:
     for seed in SEEDS:
         before = resource.getrusage(resource.RUSAGE_SELF).ru_utime
         wall = time.perf_counter()
-        runs[str(seed)] = r4(difficulty_run(seed=seed, **{**SETTINGS, "window": tuple(SETTINGS["window"])}))
+        runs[str(seed)] = r4(
+            difficulty_run(
+                seed=seed,
+                **{
+                    **SETTINGS,
+                    "window": tuple(SETTINGS["window"]),
+                    "control_window": tuple(SETTINGS["control_window"]),
+                },
+            )
+        )
         cpu[str(seed)] = round(resource.getrusage(resource.RUSAGE_SELF).ru_utime - before, 1)
         print(f"seed {seed}: {time.perf_counter() - wall:.1f} s wall, {cpu[str(seed)]} s CPU: {runs[str(seed)]}")
     payload = {

@@ -215,8 +215,10 @@ def test_tiny_lm_claims(cache):
     for other in ("cispo", "sapo", "cispo_cap_1.28"):
         assert all(c > o for c, o in zip(acc("clip"), acc(other), strict=True)), other
     assert all(c > o for c, o in zip(acc("clip_grpo_agg"), acc("sapo"), strict=True))
-    # CISPO 在种子 0、1 上低于 SFT 起点；KL 在每个种子上都比截断大
+    # CISPO 在种子 0、1 上低于 SFT 起点
     sft = [tiny["sft_accuracy"][s] for s in seeds]
     assert acc("cispo")[0] < sft[0] and acc("cispo")[1] < sft[1]
-    kl = {name: [r["evals"][-1]["kl"] for r in runs[name]] for name in ("clip", "cispo")}
-    assert all(c > k for c, k in zip(kl["cispo"], kl["clip"], strict=True))
+    # 深入框：种子 0 上，上界 1.28 的 CISPO 与 SAPO 的 KL 都比截断小，正确率也都比截断低（KL 对不上那个解释）
+    kl0 = {name: runs[name][0]["evals"][-1]["kl"] for name in ("clip", "cispo_cap_1.28", "sapo")}
+    for other in ("cispo_cap_1.28", "sapo"):
+        assert kl0[other] < kl0["clip"] and acc(other)[0] < acc("clip")[0], other

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 
@@ -148,8 +149,41 @@ def test_pass_rate_window():
 def test_difficulty_cache_matches_the_code():
     cache = json.loads(CACHE.read_text(encoding="utf-8"))
     assert cache["code_hash"] == sources_hash(SOURCES), "code changed: rerun scripts/run_settings.py"
+    budget = cache["settings"]["steps"] * 32 * 8  # steps × prompts × G, as the page says
     for run in cache["runs"].values():
         assert set(ARMS) <= set(run)
-        samples = {run[arm]["samples"] for arm in ARMS}
-        assert len(samples) == 1  # same budget in every arm
+        # samples are counted inside the reward function during training, so a skipped or short batch shows up
+        assert {run[arm]["samples"] for arm in ARMS} == {budget}
         assert sum(run["pool_rates"]) == cache["settings"]["pool_size"]
+        n, (low, high) = cache["settings"]["n"], cache["settings"]["control_window"]
+        assert run["kept_no_easy"] == sum(k for c, k in enumerate(run["pool_rates"]) if low <= c / n <= high)
+        for arm in ARMS:
+            for key in ("all_correct", "all_wrong"):
+                assert 0.0 <= run[arm][key]["early"] <= 1.0 and 0.0 <= run[arm][key]["late"] <= 1.0
+
+
+def test_the_recorded_samples_are_counted_not_computed(monkeypatch):
+    # a 2-step run whose task serves half batches: the counted samples must show it (a computed count would not)
+    from rlhf_toy.studies import difficulty
+
+    real_train_grpo = difficulty.train_grpo
+
+    def two_steps(policy, task, config, **kw):
+        config = copy.copy(config)
+        config.steps = 2
+        task.batch_size = 16
+        return real_train_grpo(policy, task, config, **kw)
+
+    real_warm_start = difficulty._warm_start
+
+    def small_heldout(seed, sft_steps):  # evaluation is not what this test is about
+        task, policy = real_warm_start(seed, sft_steps)
+        task.heldout = task.heldout[:8]
+        return task, policy
+
+    monkeypatch.setattr(difficulty, "train_grpo", two_steps)
+    monkeypatch.setattr(difficulty, "_warm_start", small_heldout)
+    out = difficulty.difficulty_run(
+        seed=0, steps=2, pool_size=32, n=2, sft_steps=1, window=(0, 1), control_window=(0, 1)
+    )
+    assert {out[arm]["samples"] for arm in ARMS} == {2 * 16 * 8}

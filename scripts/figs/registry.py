@@ -23,6 +23,7 @@ from figs import (
     ch12_distillation,
     ch12_offpolicy,
     ch12_tools,
+    ch13_your_run,
     ch14_reading_logs,
     ch14_reading_logs_more,
     ratio_shaping,
@@ -45,6 +46,7 @@ CHAPTERS = (
     ch12_offpolicy,
     ch12_distillation,
     ch12_tools,
+    ch13_your_run,
     ch14_reading_logs,
     ch14_reading_logs_more,
 )

@@ -8,13 +8,14 @@ registers and that each runs is tests/conformance/test_policy_loss_registry_verl
 from __future__ import annotations
 
 import inspect
+import math
 
 import torch
 import verl.trainer.ppo.core_algos as core_algos
 from conformance.trl_private import trl_grpo_loss
 from trl import GRPOConfig, GRPOTrainer
 from trl.experimental.gmpo import GMPOConfig
-from verl.workers.config import ActorConfig
+from verl.workers.config import ActorConfig, PolicyLossConfig
 
 from .pinned import default_config, source
 
@@ -167,3 +168,101 @@ def test_gpg_advantage_estimator_and_covariance_defaults():
     assert "gpg" in core_algos.ADV_ESTIMATOR_REGISTRY
     policy_loss = default_actor().policy_loss
     assert (policy_loss.clip_cov_ratio, policy_loss.kl_cov_ratio, policy_loss.ppo_kl_coef) == (0.0002, 0.0002, 0.1)
+
+
+def verl_coefficients(name, log_w, advantage, config):
+    """The factor on Â ∇log π_θ of every token of verl's registered loss `name` (token-mean, one row)."""
+    logps = torch.tensor([log_w], dtype=torch.float64).requires_grad_(True)
+    advantages = torch.full_like(logps, advantage)
+    loss, _ = core_algos.get_policy_loss_fn(name)(
+        old_log_prob=torch.zeros_like(logps), log_prob=logps, advantages=advantages,
+        response_mask=torch.ones_like(logps, dtype=torch.bool), loss_agg_mode="token-mean", config=config,
+    )  # fmt: skip
+    (grad,) = torch.autograd.grad(loss, logps)
+    return (-grad * logps.shape[1] / advantage)[0]
+
+
+def test_verl_dro_penalises_each_token_not_the_whole_response():
+    # ratio-shaping.md, DRO: “式 rs-dro 逐 token 惩罚，第 t 个 token 的系数是 Â − β log w_t … 所以 verl 的 dro 是一个逐 token 的
+    # 变体” and the page's block printing [0.7, 1.1, 0.5] vs [0.3, 0.3, 0.3]. verl's own loss
+    # (verl/trainer/ppo/core_algos.py:2032-2033: log_ratio = log_prob − old_log_prob, −(log_prob·A − ½β log_ratio²)),
+    # differentiated: each token gets its own coefficient; the response-level square of Kimi k1.5 §2.3.2 would give
+    # every token Â − τ Σ log w = 0.3.
+    text = inspect.getsource(core_algos.compute_policy_loss_dro)
+    assert "pg_losses = -(log_prob * advantages - 0.5 * beta * log_ratio.square())" in text
+    config = ActorConfig(
+        strategy="fsdp", rollout_n=1, ppo_micro_batch_size_per_gpu=1, policy_loss=PolicyLossConfig(dro_beta=1.0)
+    )
+    coefficients = verl_coefficients("dro", [0.3, -0.1, 0.5], 1.0, config)
+    torch.testing.assert_close(coefficients, torch.tensor([0.7, 1.1, 0.5], dtype=torch.float64))
+    assert not torch.allclose(coefficients, torch.full_like(coefficients, 1.0 - 0.7))
+
+
+def test_verl_vanilla_has_dual_clip_but_trl_grpo_and_verl_clip_cov_do_not():
+    # ratio-shaping.md, the map table: “GRPO（对照） | TRL grpo（verl vanilla 另有 dual-clip，见下）”, “verl 的 vanilla 默认还有
+    # dual-clip：Â < 0 且 w 超过 clip_ratio_c（默认 3）时也为 0”, the Clip-Cov row “TRL grpo 的 ψ（无 dual-clip）”, and the run
+    # table's “w 超过 3 时，verl 的 vanilla 被 dual-clip 清零，TRL 的 grpo 仍随 w 增长”
+    # (verl/trainer/ppo/core_algos.py:1323-1325, 1355-1361; actor.py:163; trl/trainer/grpo_trainer.py:3084-3092).
+    w = [0.5, 1.25, 2.0, 3.5, 5.0]
+    log_w = [math.log(x) for x in w]
+    actor = default_actor()
+    assert actor.clip_ratio_c == 3.0
+    torch.testing.assert_close(
+        verl_coefficients("vanilla", log_w, -1.0, actor), torch.tensor([0, 1.25, 2.0, 0, 0], dtype=torch.float64)
+    )
+    # every centred covariance is 0 here (one advantage), so clip_cov selects nothing and is the plain clipped loss
+    unclipped = torch.tensor([0, 1.25, 2.0, 3.5, 5.0], dtype=torch.float64)
+    torch.testing.assert_close(verl_coefficients("clip_cov", log_w, -1.0, actor), unclipped)
+    logps = torch.tensor([log_w], dtype=torch.float64).requires_grad_(True)
+    loss, _ = trl_grpo_loss(
+        logps, torch.ones_like(logps), torch.tensor([-1.0], dtype=torch.float64), torch.zeros_like(logps),
+        loss_type="grpo", beta=0.0,
+    )  # fmt: skip
+    (grad,) = torch.autograd.grad(loss, logps)
+    torch.testing.assert_close((grad * len(w))[0], unclipped)
+
+
+def test_verl_dppo_cap_is_its_substitute_for_dual_clip():
+    # ratio-shaping.md, DPPO: “verl 的实现在信任域内另把权重截在 C（clip_ratio_c）；它的代码注释说，这是代替 dual-clip 的截断
+    # 重要性采样”, “verl 的注释引论文 §5.4：截断会带来偏差，C 宜取大”, and “δ_low、δ_high … verl 的默认都是 0.2”
+    # (verl/trainer/ppo/core_algos.py:1424-1426, 1505-1507; actor.py:158-160).
+    for name in ("compute_policy_loss_dppo_tv", "compute_policy_loss_dppo_kl"):
+        text = " ".join(inspect.getsource(getattr(core_algos, name)).split())
+        assert "# Instead of dual-clip PPO, we use truncated importance sampling (TIS) to clip the policy loss." in text
+        assert "a large threshold is recommended to avoid performance degradation due to the truncation bias" in text
+        assert "See Section 5.4 in https://arxiv.org/pdf/2602.04879" in text
+    actor = default_actor()
+    assert (actor.clip_ratio_low, actor.clip_ratio_high) == (0.2, 0.2)
+
+
+def test_clip_cov_may_select_no_token_kl_cov_always_selects_one():
+    # ratio-shaping.md, Clip-Cov 与 KL-Cov: “两个界是 clip_cov_lb、clip_cov_ub，默认 (1, 5)”, “KL-Cov 至少挑 1 个。Clip-Cov 也至少
+    # 挑 1 个，但只在上面说的候选 token 里挑；没有候选就一个也不挑” (verl/trainer/ppo/core_algos.py:1818-1827, 1906;
+    # verl/workers/config/actor.py:96-97). That clip_cov then selects nothing is run in the dual-clip test above.
+    policy_loss = default_actor().policy_loss
+    assert (policy_loss.clip_cov_lb, policy_loss.clip_cov_ub) == (1.0, 5.0)
+    clip_cov = inspect.getsource(core_algos.compute_policy_loss_clip_cov)
+    assert "clip_num = max(int(clip_cov_ratio * response_mask.sum().item()), 1)" in clip_cov
+    assert "top_k_idx = (cov_all < clip_cov_ub) & (cov_all > clip_cov_lb) & (response_mask > 0)" in clip_cov
+    assert "top_k_idx = torch.empty((0, 2)" in clip_cov
+    kl_cov = inspect.getsource(core_algos.compute_policy_loss_kl_cov)
+    assert "k_percent_nums = max(1, int(len(cov_lst_all) * kl_cov_ratio))" in kl_cov
+
+
+def test_trl_vespo_with_vllm_folds_the_sampler_ratio_into_W_and_refuses_the_default_mode():
+    # ratio-shaping.md, VESPO: “默认的 vllm_importance_sampling_correction=True 把采样器的比率也乘进 W_i … 默认的
+    # vllm_importance_sampling_mode="sequence_mask" 与 vespo 不能同用：GRPOTrainer 报错 … TRL 把 log W_i 限在 [log 1e-8, 20]”
+    # (trl/trainer/grpo_trainer.py:936-941, 2972, 2994-3006; trl/trainer/grpo_config.py:925-935). The raise needs vLLM
+    # (use_vllm=True), which the CPU test environment lacks, so it is checked in GRPOTrainer.__init__'s source.
+    args = default_config(GRPOConfig)
+    assert args.vllm_importance_sampling_correction is True
+    assert args.vllm_importance_sampling_mode == "sequence_mask"
+    init = " ".join(source(GRPOTrainer.__init__).split())
+    guard = 'if self.loss_type == "vespo" and self.use_vllm and self.vllm_importance_sampling_correction:'
+    assert guard in init
+    after = init.split(guard, 1)[1][:400]
+    assert 'if self.vllm_importance_sampling_mode not in ["token_truncate", "token_mask"]: raise ValueError(' in after
+    loss = source(GRPOTrainer.get_gamma_weights)  # called by _compute_loss for vespo
+    assert "seq_log_ratio += torch.sum(log_is_ratio, dim=-1, keepdim=True)" in loss
+    assert "lower_clamp = math.log(1e-8)" in loss
+    assert "log_w_seq = torch.clamp(seq_log_ratio, lower_clamp, 20.0)" in loss

@@ -42,6 +42,27 @@ def test_sampling_metrics_only_with_vllm_and_the_correction_which_is_on_by_defau
     assert block.index('"sampling/importance_sampling_ratio/mean"') < block.index("output = {")
     args = default_config(GRPOConfig)
     assert args.vllm_importance_sampling_correction is True and args.use_vllm is False
+    # “TRL 1.16 的默认模式是 sequence_mask（上界 3，无下界）”: grpo_config.py:934-935, 948-961 — the docstring at
+    # grpo_config.py:331 marks token_truncate as “(default)”, the field says otherwise
+    assert args.vllm_importance_sampling_mode == "sequence_mask"
+    assert (args.vllm_importance_sampling_clip_max, args.vllm_importance_sampling_clip_min) == (3.0, None)
+    # “按整条回答的权重 exp(Σ_t (log π_old − log μ))，越界的回答权重记 0，指标是回答上的平均” — grpo_trainer.py:2667-2703
+    assert 'sequence_level_is = self.vllm_importance_sampling_mode in ["sequence_mask", "sequence_truncate"]' in GRPO
+    assert "per_sequence_logps_diff = per_token_logps_diff.sum(dim=-1, keepdim=True)" in GRPO
+    assert "vllm_importance_sampling_ratio = torch.exp(logps_diff)" in GRPO
+    assert re.search(r"vllm_importance_sampling_ratio\.masked_fill\(\s*invalid_mis_mask, value=0\.0\s*\)", GRPO)
+
+
+def test_trl_passes_its_own_top_k_top_p_to_the_sampler_but_not_to_the_trainer_log_probs():
+    # reading-logs-more, 采样器一节: “TRL 把 top_p、top_k、min_p 交给 vLLM 与 generate（默认 top_p=1.0、top_k=0，
+    # 即不截）；训练器的对数概率是整个分布上的” — grpo_trainer.py:1133-1135 (vLLM), 1162-1164 (generate);
+    # grpo_config.py:536-544 (defaults)
+    assert re.search(r"top_p=self\.top_p,\s*top_k=self\.top_k,\s*min_p=self\.min_p,", GRPO)
+    assert re.search(r'"top_p": self\.top_p,\s*"top_k": self\.top_k,\s*"min_p": self\.min_p,', GRPO)
+    args = default_config(GRPOConfig)
+    assert (args.top_p, args.top_k, args.min_p) == (1.0, 0, None)
+    logps = source(GRPOTrainer._get_per_token_logps_and_entropies)
+    assert "top_k" not in logps and "top_p" not in logps
 
 
 def test_clip_ratio_metrics_and_their_definitions():

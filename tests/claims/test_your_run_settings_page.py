@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from trl import GRPOConfig
+from trl import GRPOConfig, GRPOTrainer
 
 from rlhf_toy.studies.recipes import RECIPES
 
-from .pinned import LIBS, config, default_config, source
+from .pinned import LIBS, config, default_config, source, trainer_mixed_precision
 
 
 def _package_file(relative: str) -> Path:
@@ -39,9 +39,15 @@ def test_trl_column_is_grpo_config_defaults():
     # your-run-settings.md, recipe table, column “TRL 1.16 默认” (trl/trainer/grpo_config.py, lines in the cells).
     args, trl = default_config(GRPOConfig), RECIPES["TRL 1.16 默认"]
     assert args.num_generations == trl["num_generations"].value
-    assert args.generation_batch_size // args.num_generations == trl["prompts_per_step"].value
+    assert args.generation_batch_size // args.num_generations == trl["prompts_per_generation"].value
+    per_optimizer_step = args.per_device_train_batch_size * args.world_size * args.gradient_accumulation_steps
+    assert per_optimizer_step // args.num_generations == trl["prompts_per_step"].value
     assert args.learning_rate == trl["learning_rate"].value
-    assert args.beta == trl["beta"].value
+    assert args.beta == trl["beta"].value == 0.0
+    # the KL term is computed only when beta != 0 (grpo_trainer.py:3098), so the default places it nowhere
+    text = source(GRPOTrainer._compute_loss)
+    assert text.index("if self.beta != 0.0:") < text.index("per_token_kl = (")
+    assert trl["kl_placement"].value.startswith("none")
     assert args.epsilon == trl["epsilon"].value
     assert args.epsilon_high is None  # grpo_trainer.py:946 falls back to epsilon
     assert "self.epsilon_high = args.epsilon_high if args.epsilon_high is not None else args.epsilon" in (
@@ -59,8 +65,9 @@ def test_trl_cells_cite_the_lines_that_define_them():
     for setting, cell in RECIPES["TRL 1.16 默认"].items():
         path, line = _cited_line(cell.source)
         text = path.read_text(encoding="utf-8").splitlines()[line - 1]
-        key = {"prompts_per_step": "generation_batch_size", "loss_aggregation": "loss_type"}.get(setting, setting)
-        key = {"kl_placement": "per_token_kl", "epsilon_high": "epsilon_high"}.get(setting, key)
+        key = {"prompts_per_step": "per_device_train_batch_size", "loss_aggregation": "loss_type"}.get(setting, setting)
+        key = {"prompts_per_generation": "generation_batch_size"}.get(setting, key)
+        key = {"kl_placement": "if self.beta != 0.0:", "epsilon_high": "epsilon_high"}.get(setting, key)
         key = {"steps_per_generation": "self.steps_per_generation = self.gradient_accumulation_steps"}.get(setting, key)
         assert key in text, f"{setting}: line {line} of {path.name} is {text!r}"
 
@@ -71,10 +78,13 @@ def test_verl_column_is_the_default_config():
     rollout = yaml.safe_load(_package_file("verl/trainer/config/rollout/rollout.yaml").read_text(encoding="utf-8"))
     actor, verl = cfg["actor_rollout_ref"]["actor"], RECIPES["verl 0.9.1 默认"]
     assert rollout["n"] == verl["num_generations"].value
-    assert cfg["data"]["train_batch_size"] == verl["prompts_per_step"].value
+    assert cfg["data"]["train_batch_size"] == verl["prompts_per_generation"].value
+    assert actor["ppo_mini_batch_size"] == verl["prompts_per_step"].value
     assert actor["optim"]["lr"] == verl["learning_rate"].value
-    assert (actor["use_kl_loss"], actor["kl_loss_coef"]) == (False, verl["beta"].value)
-    assert actor["kl_loss_type"] == "low_var_kl"
+    # effective beta is 0: neither the KL loss nor the KL-in-reward is on by default
+    assert (actor["use_kl_loss"], cfg["algorithm"]["use_kl_in_reward"]) == (False, False)
+    assert verl["beta"].value == f"0（use_kl_loss=false；打开时 {actor['kl_loss_coef']}）"
+    assert actor["kl_loss_type"] == "low_var_kl" and verl["kl_placement"].value.startswith("none")
     assert (actor["clip_ratio_low"], actor["clip_ratio_high"]) == (verl["epsilon"].value, verl["epsilon_high"].value)
     assert cfg["actor_rollout_ref"]["rollout"]["temperature"] == verl["temperature"].value
     assert cfg["data"]["max_response_length"] == verl["max_completion_length"].value
@@ -87,8 +97,8 @@ def test_verl_column_is_the_default_config():
 
 def test_verl_cells_cite_the_lines_that_define_them():
     # your-run-settings.md, “出处” box: each verl cell names file:line of verl 0.9.1.
-    keys = {"num_generations": "n:", "prompts_per_step": "train_batch_size", "learning_rate": "lr:",
-            "beta": "kl_loss_coef", "kl_placement": "kl_loss_type", "epsilon": "clip_ratio_low",
+    keys = {"num_generations": "n:", "prompts_per_generation": "train_batch_size",
+            "prompts_per_step": "ppo_mini_batch_size", "learning_rate": "lr:", "beta": "use_kl_loss", "kl_placement": "kl_loss_type", "epsilon": "clip_ratio_low",
             "epsilon_high": "clip_ratio_high", "temperature": "temperature", "max_completion_length": "max_response_length",
             "num_iterations": "ppo_epochs", "steps_per_generation": "ppo_mini_batch_size",
             "loss_aggregation": "loss_agg_mode"}  # fmt: skip
@@ -129,16 +139,23 @@ def test_steps_per_generation_and_generation_batch_size():
 
 
 def test_steps_per_generation_defaults_to_gradient_accumulation_steps():
-    # your-run-settings.md, “TRL 的批”: unset, steps_per_generation = gradient_accumulation_steps (grpo_config.py:1099).
+    # your-run-settings.md, “TRL 的批”: “steps_per_generation 不设时取 gradient_accumulation_steps” (grpo_config.py:1099);
+    # the two may also be set together (only steps_per_generation / generation_batch_size exclude each other, :1106).
     args = config(GRPOConfig, per_device_train_batch_size=8, num_generations=8, gradient_accumulation_steps=4)
     assert (args.steps_per_generation, args.generation_batch_size) == (4, 32)
+    args = config(
+        GRPOConfig,
+        per_device_train_batch_size=8,
+        num_generations=8,
+        steps_per_generation=4,
+        gradient_accumulation_steps=2,
+    )
+    assert (args.steps_per_generation, args.gradient_accumulation_steps, args.generation_batch_size) == (4, 2, 32)
 
 
 def test_a_generation_is_reused_steps_per_generation_times_num_iterations():
     # your-run-settings.md, “TRL 的批”: TRL generates once every steps_per_generation × num_iterations micro-steps and
     # feeds slice step % steps_per_generation of the buffer (grpo_trainer.py:1538-1546, _prepare_inputs).
-    from trl import GRPOTrainer
-
     text = source(GRPOTrainer._prepare_inputs)
     assert "generate_every = self.args.steps_per_generation * self.num_iterations" in text
     assert "inputs = self._buffered_inputs[self._step % self.args.steps_per_generation]" in text
@@ -164,12 +181,69 @@ def test_fsdp_sharding_strategies_shard_what_the_page_says():
 
 
 def test_more_steps_per_generation_than_accumulation_means_several_optimizer_steps_per_generation():
-    # your-run-settings.md, “TRL 的批”: steps_per_generation > gradient_accumulation_steps → one generation spans
-    # several optimizer steps, and TRL then computes old log-probs (the later steps are off-policy)
-    # (grpo_trainer.py:2642-2643 in _generate_and_score_completions; comment at :3060).
-    from trl import GRPOTrainer
+    # your-run-settings.md, “TRL 的批”: “steps_per_generation 大于 gradient_accumulation_steps 时，一次生成要走好几个
+    # 优化步，后面几步的样本已经是异策略的”. Run for real: chapter 10's tiny Qwen2, steps_per_generation=4, GA=1,
+    # 4 optimizer steps → one call of _generate_and_score_completions (grpo_trainer.py:1538-1546), and the batch
+    # carries old_per_token_logps, computed only when a generation spans several steps (grpo_trainer.py:2642-2643).
+    from rlhf_toy.integrations.trl import make_model, make_tokenizer, prompt_dataset, reward_function
+    from rlhf_toy.tasks.addition import AdditionTask
 
-    args = config(GRPOConfig, per_device_train_batch_size=8, num_generations=8, steps_per_generation=4)
+    task = AdditionTask(seed=0)
+    args = config(
+        GRPOConfig, per_device_train_batch_size=4, num_generations=4, steps_per_generation=4, max_steps=4,
+        max_completion_length=4, bf16=False, gradient_checkpointing=False, logging_steps=1, save_strategy="no",
+        disable_tqdm=True,
+    )  # fmt: skip
     assert args.gradient_accumulation_steps == 1
-    assert args.steps_per_generation // args.gradient_accumulation_steps == 4  # optimizer steps per generation
+    trainer = GRPOTrainer(
+        model=make_model(), reward_funcs=reward_function(task), args=args,
+        train_dataset=prompt_dataset(task.train[:16]), processing_class=make_tokenizer(),
+    )  # fmt: skip
+    generations, optimizer_steps, batches = [], [], []
+    generate = trainer._generate_and_score_completions
+
+    def counting_generate(inputs):
+        out = generate(inputs)
+        generations.append(len(inputs))
+        batches.append(out)
+        return out
+
+    trainer._generate_and_score_completions = counting_generate
+    trainer.create_optimizer_and_scheduler(num_training_steps=4)
+    trainer.optimizer.register_step_post_hook(lambda *_: optimizer_steps.append(1))
+    try:
+        trainer.train()
+    finally:  # accelerate keeps mixed_precision="no" in a process-wide singleton; later tests build their own
+        from accelerate.state import AcceleratorState
+
+        AcceleratorState._reset_state(reset_partial_state=True)
+    assert trainer.state.global_step == 4 and len(optimizer_steps) == 4  # four optimizer steps …
+    assert generations == [16]  # … on one generation of 16 completions (4 prompts × G = 4)
+    assert batches[0].get("old_per_token_logps") is not None  # the later steps need the sampling policy's log-probs
     assert "if self.args.gradient_accumulation_steps % generate_every != 0 or (" in source(GRPOTrainer)
+
+
+def test_trl_loads_the_model_in_fp32_and_runs_bf16_autocast():
+    # your-run-settings.md, memory section: “TRL 默认按 fp32 加载模型（trl/trainer/utils.py:1332），bf16=True 是
+    # autocast（base_config.py:108）”: the weights are fp32 and are themselves the master copy.
+    from trl.trainer.utils import create_model_from_path
+
+    assert 'dtype = kwargs.get("dtype", "float32")' in source(create_model_from_path)
+    args = default_config(GRPOConfig)
+    assert args.bf16 is True and args.model_init_kwargs is None
+    assert trainer_mixed_precision(args) == "bf16"  # accelerate's autocast, the weights stay as loaded
+
+
+def test_fsdp_has_five_strategies_and_none_shards_only_the_optimizer():
+    # your-run-settings.md: “ShardingStrategy 有五种；没有对应 ZeRO-1 的” (torch 2.13.0, torch/distributed/fsdp/api.py:32-66).
+    import inspect
+
+    from torch.distributed.fsdp import ShardingStrategy
+
+    assert list(ShardingStrategy.__members__) == [
+        "FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD", "_HYBRID_SHARD_ZERO2",
+    ]  # fmt: skip
+    doc = re.sub(r"\s+", " ", inspect.getdoc(ShardingStrategy))
+    # every strategy that shards anything shards gradients too; none is "optimizer states only" (ZeRO-1)
+    assert "Gradients and optimizer states are sharded" in doc and "optimizer states are sharded" in doc
+    assert "only optimizer" not in doc.lower()

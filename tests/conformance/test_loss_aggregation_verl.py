@@ -58,11 +58,16 @@ def test_verl_seq_mean_token_sum_is_T_times_dr_grpo(dtype):
     ("loss_type", "mode"), [("grpo", "seq-mean-token-mean"), ("dr_grpo", "seq-mean-token-sum-norm")]
 )
 def test_empty_rows_counted_by_us_dropped_by_verl(loss_type, mode):
-    """By design (docs/grpo-variants.md, “与 TRL / verl 对照”): rlhf_toy and TRL divide by B, counting completions
-    whose mask is all zero; verl divides by the number of non-empty completions."""
+    """By design (docs/grpo-variants.md, “与 TRL / verl 对照”; docs/ratio-shaping.md, SAPO): rlhf_toy and TRL divide
+    by B, counting completions whose mask is all zero. verl's agg_loss called bare (no `global_batch_size`) divides by
+    the number of non-empty completions (verl/trainer/ppo/core_algos.py:1198-1202); in verl's trainer
+    `global_batch_size` is `ppo_mini_batch_size * rollout.n` (verl/trainer/ppo/ray_trainer.py:1352-1362, passed on by
+    verl/workers/utils/losses.py:67), all completions of the mini-batch, so there it counts them as we do."""
     per_token_loss, mask = per_token_loss_and_mask(0, torch.float64, empty_rows=True)
     batch, non_empty = mask.shape[0], int((mask.sum(-1) > 0).sum())
     ours = aggregate_loss(per_token_loss, mask, loss_type)
     theirs = core_algos.agg_loss(per_token_loss, mask, mode)
     assert_same(ours * batch / non_empty, theirs, f"{loss_type} rescaled to verl's count")
     assert (ours - theirs).abs() > 1e-3
+    in_trainer = core_algos.agg_loss(per_token_loss, mask, mode, global_batch_size=batch)
+    assert_same(ours, in_trainer, f"{loss_type} vs verl {mode} with the trainer's global_batch_size")

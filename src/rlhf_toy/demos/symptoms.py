@@ -12,7 +12,7 @@ r"""第 14 章“读懂训练日志：GRPO 的曲线”的运行（缓存脚本 
 | loss 恰为 0 | `loss_type="grpo"`、`beta=0`、`num_iterations=1` | 学习率为 0：loss 同样是 0，奖励却不动 |
 | KL 爆炸 | 学习率 0.05（健康的 100 倍） | 学习率 5e-4 |
 | 熵塌缩 | 草稿区热启动，学习率 1e-2（健康的 20 倍） | 学习率 5e-4 |
-| 组内奖励全相同 | 奖励函数要求答案后面多一个 `.`（格式对不上，恒为 0） | 正确的奖励函数 |
+| 组内奖励全相同 | 奖励函数要求答案后面多一个 `.`（格式对不上，恒为 0） | 正确的奖励函数（同为 `beta=0`） |
 | 回答长度塌缩 | 每个 token 扣 0.1 分的长度惩罚 | 不扣分 |
 | 写到长度上限 | `max_completion_length=6`，比 SFT 学到的回答短 | `max_completion_length=12` |
 """
@@ -128,7 +128,10 @@ class GradNormAdam(torch.optim.Adam):
 
 
 def _run(task: AdditionTask, policy: TinyTransformerPolicy, reward_fn: Any = None, **overrides: Any) -> list[dict]:
-    """从 `policy` 的副本出发跑 `STEPS` 步 GRPO，返回合并了探针指标的历史（每条另有 `grad_norm`，评估步有 `accuracy`）。"""
+    """从 `policy` 的副本出发跑 `STEPS` 步 GRPO，返回合并了探针指标的历史。
+
+    第一条是训练前的评估（`{"step": 0, "accuracy": ...}`），之后每步一条（另有 `grad_norm`，评估步有 `accuracy`）。
+    """
     task, policy = copy.deepcopy(task), policy.frozen_copy()  # 每次运行从同样的任务状态出发，互不影响
     for p in policy.parameters():
         p.requires_grad_(True)
@@ -138,11 +141,12 @@ def _run(task: AdditionTask, policy: TinyTransformerPolicy, reward_fn: Any = Non
     config = grpo_config(True, steps=STEPS, max_completion_length=max_len, **overrides)
     logged = TRLLoggedTask(task, policy, config.num_generations, reward_fn)
     optimizer = GradNormAdam(policy.parameters(), config.learning_rate)
-    torch.manual_seed(1)
 
     def evaluate(p: TinyTransformerPolicy) -> dict[str, float]:
         return {"accuracy": task.evaluate(p)["accuracy"]}
 
+    start = {"step": 0, **evaluate(policy)}  # 训练前评估一次（同 TRL 的 eval_on_start），贪心解码不动随机数
+    torch.manual_seed(1)
     history = train_grpo(
         policy, logged, config, ref_policy=ref, evaluate=evaluate, optimizer=optimizer, eval_every=EVAL_EVERY
     )
@@ -150,7 +154,7 @@ def _run(task: AdditionTask, policy: TinyTransformerPolicy, reward_fn: Any = Non
     for record, extra in zip(history, logged.logs, strict=True):
         record.update(extra)
         record["grad_norm"] = next(steps_with_update)
-    return history
+    return [start, *history]
 
 
 def _suffix_reward(task: AdditionTask):
@@ -178,13 +182,13 @@ def _length_penalty(task: AdditionTask, per_token: float):
 
 # --8<-- [start:runs]
 def symptom_runs(seed: int = 0) -> dict[str, list[dict]]:
-    """第 14 章的全部运行：两个 SFT 热启动（无草稿区；草稿区最多 8 个 `.`），之后九次 40 步的 GRPO。
+    """第 14 章的全部运行：两个 SFT 热启动（无草稿区；草稿区最多 8 个 `.`），之后十次 40 步的 GRPO。
 
     Args:
         seed: 热启动与任务的随机种子。
 
     Returns:
-        运行名 → 指标历史（每步一个字典，键名同 TRL 1.16 的 GRPO 日志，另有评估步的 `accuracy`）。
+        运行名 → 指标历史（第 0 步是训练前的评估；之后每步一个字典，键名同 TRL 1.16 的 GRPO 日志，另有评估步的 `accuracy`）。
     """
     runs = {}
     with single_thread():
@@ -194,6 +198,7 @@ def symptom_runs(seed: int = 0) -> dict[str, list[dict]]:
         runs["loss_zero_lr0"] = _run(task, policy, loss_type="grpo", learning_rate=0.0)
         runs["kl_explodes"] = _run(task, policy, beta=0.04, learning_rate=5e-2)
         runs["zero_std"] = _run(task, policy, reward_fn=_suffix_reward(task))
+        runs["zero_std_control"] = _run(task, policy)  # 与 zero_std 只差奖励函数（同为 beta=0）
         task, policy = warm_start(seed, scratch=8)
         runs["scratch_healthy"] = _run(task, policy)
         runs["entropy_collapse"] = _run(task, policy, learning_rate=1e-2)

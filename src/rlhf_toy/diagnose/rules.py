@@ -10,6 +10,9 @@ r"""诊断规则：每个症状一条只看日志数值的明确规则，阈值�
 
 “持续”一律指连续 `SUSTAIN` 条有这个指标的日志（不足 `SUSTAIN` 条时指全部）；“开头”“结尾”指有这个指标的日志的前、后
 四分之一（至少 1 条）的平均，用来比较趋势而不被单步噪声左右。
+
+“条”是日志的行，不是优化步：TRL 1.16 默认 `logging_steps=10`，一行是 10 步的平均（`grad_norm` 是最后一步的），
+这时连续 3 条是 30 步。诊断 TRL 的运行时设 `logging_steps=1`；本书的循环每步一行。
 """
 
 # --8<-- [start:imports]
@@ -290,7 +293,7 @@ def check_truncation(h: History, names: list[str | None]) -> tuple[int, str] | N
 # 7. DPO：被选回答的对数概率下降，间隔却在变大
 
 CHOSEN_LOGPS_DROP = 1.0
-"""`logps/chosen`（整条回答的对数概率之和）结尾比开头低 1 nat 以上：被选回答的概率降到原来的 1/e 以下。"""
+"""`logps/chosen`（整条回答的对数概率之和）结尾比开头低 1 nat 以上：被选回答概率的几何平均降到原来的 1/e 以下。"""
 
 
 def check_dpo_chosen(h: History, names: list[str | None]) -> tuple[int, str] | None:
@@ -362,7 +365,10 @@ GRAD_SPIKE = 10.0
 """梯度范数是此前（至多 20 条）日志中位数的 10 倍以上。"""
 
 GRAD_HISTORY = 5
-"""至少有 5 条此前的日志才判断（开头几步的梯度范数本来就大）。"""
+"""至少有 5 条此前的日志才判断（开头几步的梯度范数本来就大）。
+
+TRL 默认 `logging_steps=10` 时这是前 50 步，而且每条只含那 10 步中最后一步的 `grad_norm`，别的步的尖峰看不到。
+"""
 
 
 def check_grad_spike(h: History, names: list[str | None]) -> tuple[int, str] | None:

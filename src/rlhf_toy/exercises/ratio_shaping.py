@@ -31,9 +31,9 @@ def cispo_loss(logps: Tensor, old_logps: Tensor, advantages: Tensor, mask: Tenso
         标量损失。
 
     Examples:
-        >>> logps = torch.zeros(1, 2, requires_grad=True)
-        >>> cispo_loss(logps, torch.zeros(1, 2), torch.ones(1), torch.ones(1, 2)).item()
-        -0.0
+        >>> logps = torch.full((1, 2), -0.5, requires_grad=True)
+        >>> cispo_loss(logps, logps.detach(), torch.ones(1), torch.ones(1, 2)).item()
+        0.5
     """
     return clipped_is_weight_loss(logps, old_logps, None, advantages, mask, epsilon_high=epsilon_high)[0]
 

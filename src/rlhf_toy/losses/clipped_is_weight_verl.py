@@ -38,9 +38,10 @@ def cispo_loss_verl(
 
     - **截断的两侧**：verl 用 PPO 的 `clip_ratio_low` / `clip_ratio_high`（默认都是 0.2）作相对幅度，
       两侧都截：$[1-\epsilon_{low}, 1+\epsilon_{high}]$ = 默认 $[0.8, 1.2]$，与 PPO 的截断范围相同。论文的式子同样是
-      $1\pm\epsilon^{IS}$ 的相对形式，但它的 $\epsilon^{IS}$ 是为 IS 权重单独调的（据论文正文只调上界、不设下界；
-      这一句未逐字核对），不是 PPO 的 0.2；TRL 的 `epsilon_high` 则是**绝对**上限（$\min(w, \epsilon_{high})$，推荐 5.0），没有下界。
-    - **汇总**：verl 读 `loss_agg_mode`（默认 `token-mean`，即论文按整批 token 数归一的写法）；TRL 按 `dapo` 汇总。
+      $1\pm\epsilon^{IS}$ 的相对形式，但它的 $\epsilon^{IS}$ 是为 IS 权重单独调的（论文 §3.1：$\epsilon^{IS}_{low}$
+      设得很大，只调 $\epsilon^{IS}_{high}$），不是 PPO 的 0.2；TRL 的 `epsilon_high` 则是**绝对**上限（$\min(w, \epsilon_{high})$，推荐 5.0），没有下界。
+    - **汇总**：verl 读 `loss_agg_mode`，默认 `token-mean`：按整个小批的 token 数归一；论文式 (4) 按每个提示词的
+      $G$ 条回答的 token 数归一；TRL 按 `dapo` 汇总（整个生成批次的 token 数）。
     - verl 先把 $\log w$ 限幅到 $[-20, 20]$（只影响比率的值，不影响梯度，因为比率不带梯度）。
 
     Args:

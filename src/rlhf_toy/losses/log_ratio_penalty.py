@@ -1,12 +1,16 @@
 r"""DRO（Direct Reward Optimization）式的损失：策略梯度项加上对数比率的二次惩罚。
 
 目标是 $\hat A\log\pi_\theta - \frac\beta2\big(\log\pi_\theta - \log\pi_{old}\big)^2$：不截断比率，而用一个
-二次项把策略拉回采样时的策略附近。verl 0.9.1 登记为 `"dro"` 的 `compute_policy_loss_dro`（verl PR #7245）没有写出处；
+二次项把策略拉回采样时的策略附近。verl 0.9.1 登记为 `"dro"` 的 `compute_policy_loss_dro` 没有写出处；
 它与 Tinker 文档 “DRO” 损失的公式逐字相同，那里引用 Richemond et al., 2024（*Offline Regularised Reinforcement
 Learning for Large Language Models Alignment*，arXiv 2405.19107，DRO 的平方损失）与 Kimi k1.5（Kimi Team, 2025,
-arXiv 2501.12599，策略优化一节的平方损失）。二者都是平方回归损失 $(r - b - \tau\log\frac{\pi_\theta}{\pi_{old}})^2$
-（$b$ 是价值估计或组内平均奖励；Richemond 的比率分母是参考策略 $\pi_{ref}$，Kimi k1.5 与 verl 用采样时的策略）；把 $r - b$ 记作优势 $\hat A$，它对 $\log\pi_\theta$ 的梯度是 $-2\tau(\hat A - \tau\log w)$，
-与这里 $\beta = \tau$ 时的梯度 $-(\hat A - \beta\log w)$ 只差正的常数因子 $2\tau$：方向相同，缩放不同。约定：**损失 = −目标**。
+arXiv 2501.12599，§2.3.2 策略优化的平方损失）。二者都是**整条回答**上的平方回归损失
+$(r - b - \tau\log W)^2$，$\log W = \sum_s\log w_s$ 是整条回答的对数比率（$b$ 是价值估计或组内平均奖励；
+Richemond 的比率分母是参考策略 $\pi_{ref}$，Kimi k1.5 与 verl 用采样时的策略）。把 $r - b$ 记作优势 $\hat A$，
+它对第 $t$ 个 token 的 $\log\pi_\theta$ 的梯度是 $-2\tau(\hat A - \tau\sum_s\log w_s)$：回答里每个 token 的系数相同。
+verl 的 `dro` 逐 token 惩罚 $\frac\beta2(\log w_t)^2$，第 $t$ 个 token 的梯度是 $-(\hat A - \beta\log w_t)$，
+随 token 而变。两者只在回答只有一个 token 时方向相同（$\beta = \tau$，差正的常数因子 $2\tau$）；
+verl 的写法是两篇论文都没有写出的逐 token 变体。约定：**损失 = −目标**。
 """
 
 # --8<-- [start:imports]

@@ -32,8 +32,10 @@ def sapo_loss_verl(
     $\tau_{i,t} = \tau_{pos}$（$\hat A_{i,t} > 0$）否则 $\tau_{neg}$，$w = \exp\big(\mathrm{clamp}(\log\pi_\theta - \log\pi_{old}, -20, 20)\big)$；
     先在每条回答内按 token 平均，再在回答间平均（`loss_type="grpo"` 的汇总）。
 
-    与 verl 0.9.1 `compute_policy_loss_sapo` 逐式相同，只有一处差别：verl 的回答间平均不计整行掩码为 0 的回答，
-    本书（与 TRL）计入（见 `tests/conformance/test_loss_aggregation_verl.py`）。verl 的约定：
+    与 verl 0.9.1 `compute_policy_loss_sapo` 逐式相同，只有一处差别：单独调用 verl 的函数（不传
+    `global_batch_info`）时，回答间平均不计整行掩码为 0 的回答，本书（与 TRL）计入。在 verl 的训练器里，
+    分母是训练器传入的 `global_batch_size`（`ppo_mini_batch_size` × `rollout.n`），与本书一样计入
+    （见 `tests/conformance/test_loss_aggregation_verl.py`）。verl 的约定：
 
     - **汇总是写死的**：verl 忽略 `loss_agg_mode`，总按 `seq-mean-token-mean`（SAPO 论文的按序列平均）汇总，
       所以这里没有 `loss_type` 参数；TRL 的 `sapo` 同样按 `grpo` 汇总。

@@ -5,9 +5,11 @@ r"""第 13 章（续）的难度筛选实验：按起始模型的通过率挑训
 
 * `filtered`：从一个候选题池里只留通过率在窗口（默认 $[0.2, 0.8]$）里的题；
 * `unfiltered`：整个候选题池（对照）；
-* `random_subset`：从候选题池里随机抽与 `filtered` 同样多道题（第二个对照：题数相同、不看通过率）。
+* `random_subset`：从候选题池里随机抽与 `filtered` 同样多道题（第二个对照：题数相同、不看通过率）；
+* `no_easy`：只去掉容易的题、保留难题（窗口 `control_window`，默认 $[0, 0.8]$；第三个对照）。
 
-两臂的优化器步数、每步提示词数与回答数都相同；筛选另外花了 `pool_size × n` 个样本估计通过率，结果里单独记下。
+各臂的训练题都不按题型均衡抽样（`balanced=False`，与第 11 章不同，各臂相同）。
+各臂的优化器步数、每步提示词数与回答数都相同；筛选另外花了 `pool_size × n` 个样本估计通过率，结果里单独记下。
 完整版由 `scripts/run_settings.py` 跑，缓存在 `docs/data/your_run_settings.json`。
 """
 
@@ -49,7 +51,7 @@ SOURCES = [
     "train/grpo.py",
     "train/sft.py",
 ]
-ARMS = ("filtered", "unfiltered", "random_subset")
+ARMS = ("filtered", "unfiltered", "random_subset", "no_easy")
 
 
 # --8<-- [start:pass_counts]
@@ -85,6 +87,10 @@ def _warm_start(seed: int, sft_steps: int) -> tuple[ScratchpadAdditionTask, Tiny
 
 
 # --8<-- [start:difficulty_run]
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else float("nan")
+
+
 def difficulty_run(
     seed: int = 0,
     steps: int = 40,
@@ -92,6 +98,7 @@ def difficulty_run(
     n: int = 16,
     window: tuple[float, float] = (0.2, 0.8),
     sft_steps: int = 300,
+    control_window: tuple[float, float] = (0.0, 0.8),
 ) -> dict[str, Any]:
     """一个种子：热启动 → 估计候选题池的通过率 → 两臂各跑 `steps` 步 GRPO → 在留出集上评估。
 
@@ -102,12 +109,15 @@ def difficulty_run(
         n: 估计通过率时每道题的样本数。
         window: 通过率窗口 `(low, high)`。
         sft_steps: 热启动的 SFT 步数。
+        control_window: `no_easy` 臂的通过率窗口（只去掉容易的题）。
 
     Returns:
         `pool_rates`（候选题池通过率的直方图，按 $c$ 计数，长 `n + 1`）、`kept`（留下的题数）、
         `rate_samples`（估计通过率花的样本数）、`start`（起点在留出集上的贪心正确率与 pass@1）与每臂的结果：
         `accuracy`、`pass@1`（留出集，训练后）、`zero_std`（训练中奖励全相同的组的比例，对全部步平均）、
-        `reward`（训练批平均奖励，对全部步平均）、`samples`（训练采样的回答数）。
+        `reward`（训练批平均奖励，对全部步平均）、`samples`（训练中奖励函数实际收到的回答数，逐批数出），
+        以及只看答案对错（不含格式奖励）的 `all_correct` / `all_wrong`（整组全对、全错的组的比例），
+        分前 5 步（`early`）与其余各步（`late`）平均。
     """
     with single_thread():
         task, policy = _warm_start(seed, sft_steps)
@@ -136,17 +146,29 @@ def difficulty_run(
         )
         config.epsilon_high, config.max_completion_length = 0.28, 12
         subset = torch.randperm(pool_size, generator=torch.Generator().manual_seed(seed + 4))[: int(keep.sum())]
-        for arm, problems in zip(ARMS, (pool[keep], pool, pool[subset]), strict=True):
+        no_easy = pass_rate_window(counts, n, *control_window)
+        out["kept_no_easy"] = int(no_easy.sum())
+        for arm, problems in zip(ARMS, (pool[keep], pool, pool[subset], pool[no_easy]), strict=True):
             arm_task, arm_policy = copy.copy(task), copy.deepcopy(policy)
             arm_task.train, arm_task.balanced = problems, False
             arm_task.generator = torch.Generator().manual_seed(seed + 2)
             zero_std: list[float] = []
-            reward_fn = arm_task.reward
+            all_correct: list[float] = []
+            all_wrong: list[float] = []
+            seen = [0]
+            reward_fn, answers = arm_task.reward, arm_task.answers
 
-            def recording_reward(prompts: Tensor, completions: Tensor, reward_fn=reward_fn, zero_std=zero_std):
+            def recording_reward(
+                prompts: Tensor, completions: Tensor, reward_fn=reward_fn, zero_std=zero_std, seen=seen,
+                all_correct=all_correct, all_wrong=all_wrong, answers=answers,
+            ):  # fmt: skip
                 rewards = reward_fn(prompts, completions)
                 grouped = rewards.view(-1, config.num_generations)
                 zero_std.append((grouped.amax(1) == grouped.amin(1)).float().mean().item())
+                correct = accuracy_reward(answers(prompts), completions).view(-1, config.num_generations)
+                all_correct.append((correct.amin(1) == 1).float().mean().item())
+                all_wrong.append((correct.amax(1) == 0).float().mean().item())
+                seen[0] += completions.shape[0]
                 return rewards
 
             arm_task.reward = recording_reward
@@ -156,7 +178,9 @@ def difficulty_run(
                 **evaluate(arm_policy),
                 "zero_std": sum(zero_std) / len(zero_std),
                 "reward": sum(h["reward"] for h in history) / len(history),
-                "samples": steps * task.batch_size * config.num_generations,
+                "samples": seen[0],
+                "all_correct": {"early": _mean(all_correct[:5]), "late": _mean(all_correct[5:])},
+                "all_wrong": {"early": _mean(all_wrong[:5]), "late": _mean(all_wrong[5:])},
             }
     return out
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 SETTINGS = (
     "num_generations",
+    "prompts_per_generation",
     "prompts_per_step",
     "learning_rate",
     "beta",
@@ -27,7 +28,8 @@ SETTINGS = (
 )
 SETTING_NAMES = {
     "num_generations": "G（每题回答数）",
-    "prompts_per_step": "每步提示词数",
+    "prompts_per_generation": "每次生成的提示词数",
+    "prompts_per_step": "每个优化步的提示词数",
     "learning_rate": "学习率",
     "beta": "β",
     "kl_placement": "KL 放在哪里",
@@ -58,11 +60,14 @@ _DSM = "DeepSeekMath (arXiv 2402.03300)"
 _R1 = "DeepSeek-R1 (Nature 2025 version, Supplementary Information; arXiv 2501.12948 v1 gives none)"
 _DAPO = "DAPO (arXiv 2503.14476)"
 _DR = "Dr. GRPO (arXiv 2503.20783)"
+_DR_SH = "understand-r1-zero examples/qwen2.5-math-7b.sh (commit f6df97e), the paper's official script"
+_DAPO_SH = "verl recipe/dapo/run_dapo_qwen2.5_32b.sh (commit e2e729f), the official DAPO script"
 
 # --8<-- [start:recipes]
 RECIPES: dict[str, dict[str, Cell]] = {
     "DeepSeekMath": {
         "num_generations": Cell(64, f"{_DSM} §4.2"),
+        "prompts_per_generation": Cell(None, f"{_DSM} §4.2: training batch size 1024, not split into prompts × G"),
         "prompts_per_step": Cell(None, f"{_DSM} §4.2: training batch size 1024, not split into prompts × G"),
         "learning_rate": Cell(1e-6, f"{_DSM} §4.2"),
         "beta": Cell(0.04, f"{_DSM} §4.2"),
@@ -77,7 +82,8 @@ RECIPES: dict[str, dict[str, Cell]] = {
     },
     "DeepSeek-R1-Zero": {
         "num_generations": Cell(16, _R1),
-        "prompts_per_step": Cell(32, _R1),
+        "prompts_per_generation": Cell(512, f"{_R1}: 8,192 outputs per rollout ÷ G = 16"),
+        "prompts_per_step": Cell(32, f"{_R1}: 32 unique questions per step (batch size 512 outputs)"),
         "learning_rate": Cell(3e-6, _R1),
         "beta": Cell(0.001, _R1),
         "kl_placement": Cell("loss (k3)", f"{_R1}, eq. (1)–(2)"),
@@ -91,38 +97,53 @@ RECIPES: dict[str, dict[str, Cell]] = {
     },
     "DAPO": {
         "num_generations": Cell(16, f"{_DAPO} §4.1 (training details)"),
-        "prompts_per_step": Cell(512, f"{_DAPO} §4.1"),
+        "prompts_per_generation": Cell(512, f"{_DAPO} §4.1 (prompt batch size 512)"),
+        "prompts_per_step": Cell(
+            32, f"{_DAPO} §4.1: mini-batch 512 outputs ÷ G = 16 (train_prompt_mini_bsz=32 in {_DAPO_SH})"
+        ),
         "learning_rate": Cell(1e-6, f"{_DAPO} §4.1 (AdamW, 20 warm-up rollout steps)"),
         "beta": Cell(0.0, f"{_DAPO} §2.3 (KL term removed)"),
         "kl_placement": Cell("none", f"{_DAPO} §2.3"),
         "epsilon": Cell(0.2, f"{_DAPO} §4.1"),
         "epsilon_high": Cell(0.28, f"{_DAPO} §4.1"),
-        "temperature": Cell(None, f"{_DAPO} §4.1 gives 1.0 / top-p 0.7 for evaluation only"),
+        "temperature": Cell(
+            1.0,
+            f"{_DAPO_SH}: temperature=1.0, top_p=1.0; §4.1 of the paper gives 1.0 / top-p 0.7 "
+            "for evaluation only; the script warms up 10 steps, the paper 20",
+        ),
         "max_completion_length": Cell(20480, f"{_DAPO} §4.1: 16,384 expected + 4,096 soft punish cache"),
         "num_iterations": Cell(1, f"{_DAPO} §4.1: mini-batch 512, 16 gradient updates per rollout step"),
         "steps_per_generation": Cell(16, f"{_DAPO} §4.1: 16 gradient updates per rollout step"),
         "loss_aggregation": Cell("token-mean", f"{_DAPO} §3.3"),
     },
     "Dr. GRPO": {
-        "num_generations": Cell(None, _DR),
-        "prompts_per_step": Cell(None, _DR),
-        "learning_rate": Cell(None, _DR),
-        "beta": Cell(0.0, f"{_DR} §3.1 (no KL term in the Dr. GRPO objective)"),
-        "kl_placement": Cell("none", f"{_DR} §3.1"),
-        "epsilon": Cell(None, _DR),
-        "epsilon_high": Cell(None, _DR),
-        "temperature": Cell(None, _DR),
-        "max_completion_length": Cell(None, _DR),
-        "num_iterations": Cell(None, _DR),
-        "steps_per_generation": Cell(None, _DR),
+        "num_generations": Cell(8, f"{_DR_SH}: --num_samples 8"),
+        "prompts_per_generation": Cell(
+            None, f"{_DR_SH}: --rollout_batch_size 128, its unit is defined in the oat library and not checked here"
+        ),
+        "prompts_per_step": Cell(
+            None, f"{_DR_SH}: --train_batch_size 128, its unit is defined in the oat library and not checked here"
+        ),
+        "learning_rate": Cell(1e-6, f"{_DR_SH}: --learning_rate 0.000001"),
+        "beta": Cell(0.0, f"{_DR_SH}: --beta 0"),
+        "kl_placement": Cell("none", f"{_DR_SH}: --beta 0"),
+        "epsilon": Cell(None, f"{_DR_SH} does not set it (the oat library's default applies)"),
+        "epsilon_high": Cell(None, f"{_DR_SH} does not set it"),
+        "temperature": Cell(1.0, f"{_DR_SH}: --temperature 1, --top_p 1"),
+        "max_completion_length": Cell(3000, f"{_DR_SH}: --generate_max_length 3000"),
+        "num_iterations": Cell(1, f"{_DR_SH}: --num_ppo_epochs 1"),
+        "steps_per_generation": Cell(None, f"{_DR_SH}: the count follows from oat's batch units, not checked here"),
         "loss_aggregation": Cell("seq-mean-token-sum-norm", f"{_DR} §3.1: token sum over a constant, no 1/|o_i|"),
     },
     "TRL 1.16 默认": {
         "num_generations": Cell(8, f"{_TRL}:480"),
-        "prompts_per_step": Cell(1, f"{_TRL}:1100 (8 completions per device ÷ G = 8)"),
+        "prompts_per_generation": Cell(1, f"{_TRL}:1100 (generation_batch_size 8 ÷ G = 8)"),
+        "prompts_per_step": Cell(
+            1, f"{_TRL}:1100 (per_device_train_batch_size 8 × 1 process × gradient_accumulation_steps 1 ÷ G = 8)"
+        ),
         "learning_rate": Cell(1e-6, f"{_TRL}:423"),
         "beta": Cell(0.0, f"{_TRL}:681"),
-        "kl_placement": Cell("loss (k3)", "trl 1.16.0, trl/trainer/grpo_trainer.py:3100"),
+        "kl_placement": Cell("none（β>0 时 k3 进损失）", "trl 1.16.0, trl/trainer/grpo_trainer.py:3098 (if beta != 0)"),
         "epsilon": Cell(0.2, f"{_TRL}:693"),
         "epsilon_high": Cell(0.2, f"{_TRL}:705 (None) and trl/trainer/grpo_trainer.py:946 (→ epsilon)"),
         "temperature": Cell(1.0, f"{_TRL}:532"),
@@ -133,10 +154,16 @@ RECIPES: dict[str, dict[str, Cell]] = {
     },
     "verl 0.9.1 默认": {
         "num_generations": Cell(1, "verl 0.9.1, verl/trainer/config/rollout/rollout.yaml:127 (rollout.n)"),
-        "prompts_per_step": Cell(1024, f"{_VERL}:506 (data.train_batch_size)"),
+        "prompts_per_generation": Cell(1024, f"{_VERL}:506 (data.train_batch_size)"),
+        "prompts_per_step": Cell(256, f"{_VERL}:80 (actor.ppo_mini_batch_size, counted in prompts)"),
         "learning_rate": Cell(1e-6, f"{_VERL}:12 (actor.optim.lr)"),
-        "beta": Cell(0.001, f"{_VERL}:109 (kl_loss_coef; use_kl_loss: false at :106)"),
-        "kl_placement": Cell("low_var_kl (k3)", f"{_VERL}:110 (kl_loss_type)"),
+        "beta": Cell(
+            "0（use_kl_loss=false；打开时 0.001）",
+            f"{_VERL}:106 (actor.use_kl_loss: false; kl_loss_coef 0.001 at :109; algorithm.use_kl_in_reward: false at :869)",
+        ),
+        "kl_placement": Cell(
+            "none（打开时 low_var_kl 进损失）", f"{_VERL}:110 (kl_loss_type, used only when use_kl_loss)"
+        ),
         "epsilon": Cell(0.2, f"{_VERL}:86 (clip_ratio_low)"),
         "epsilon_high": Cell(0.2, f"{_VERL}:87 (clip_ratio_high)"),
         "temperature": Cell(1.0, f"{_VERL}:297 (rollout.temperature)"),
@@ -151,8 +178,9 @@ RECIPES: dict[str, dict[str, Cell]] = {
 # 每一行：从玩具带过去的与带不过去的（页面上的最后一列）
 CARRIES_OVER = {
     "num_generations": "带得过去：G 决定组内基线的噪声；通过率接近 0 或 1 时要更大的 G 才有非零优势",
-    "prompts_per_step": "带不过去：玩具每步 32 题；真实配方从 32 到 1024，由显存与生成吞吐决定",
-    "learning_rate": "带不过去：玩具 5e-4 是 2 层小模型的值；预训练模型用 1e-6 量级",
+    "prompts_per_generation": "带不过去：玩具每次生成 32 题；R1、DAPO 是 512，verl 默认 1024，由显存与生成吞吐决定",
+    "prompts_per_step": "带得过去：玩具每个优化步 32 题，与 R1、DAPO 相同；verl 默认 256",
+    "learning_rate": "带不过去：玩具用 5e-4；表中的论文与库都用 1e-6 量级",
     "beta": "带得过去：β = 0 是 2025 年以来的常见选择，但要自己盯着 KL",
     "kl_placement": "带得过去：放在损失里（k3）与放在奖励里的区别见第 7 章",
     "epsilon": "带不过去：玩具每次生成只做一个优化步，比率恒为 1，ε 不起作用（第 11 章）；拆成多个优化步后它才起作用",
