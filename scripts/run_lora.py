@@ -1,13 +1,16 @@
 """第 13 章的缓存：同一个 SFT 热启动之后，TRL 的 GRPO 全参数微调与 LoRA（同样的步数、提示词、种子），写缓存。
 
-    .venv/bin/python scripts/run_lora.py      # 空闲的两核机器上约一分钟；写 docs/data/lora.json
+    .venv/bin/python scripts/run_lora.py      # 空闲的两核机器上约两分钟；写 docs/data/lora.json
 
-三次运行都从同一个热启动模型（第 10 章的 `sft_warm_start`，到训练题正确率 0.5 为止）出发，
+四次运行都从同一个热启动模型（第 10 章的 `sft_warm_start`，到训练题正确率 0.5 为止）出发，
 各跑 `STEPS` 步第 9 章的 GRPO 配置（每步 32 个提示词 × G = 8），只差 `peft_config` 与学习率：
 
 - `full`：全参数，学习率 5e-4（第 9、10 章的值）；
 - `lora`：LoRA（r = 8、α = 16、七个线性层），同样的学习率 5e-4；
-- `lora_lr10`：LoRA，学习率 5e-3（LoRA 常用比全参数高约一个数量级的学习率）。
+- `lora_lr10`：LoRA，学习率 5e-3（LoRA 常用比全参数高约一个数量级的学习率）；
+- `lora_r1`：LoRA，秩 r = 1、α = 2（α/r 仍是 2），学习率 5e-4：页面上“容量”假设的对照。
+
+只有一个种子（0）：各组的差别要与种子之间的波动比，页面上这样说。
 
 页面与 notebook 只读缓存；`tests/test_your_run.py` 检查缓存的代码摘要与配置和当前代码一致。
 改了下面 `SOURCES` 里的代码之后重跑本脚本，提交 JSON。
@@ -54,6 +57,7 @@ RUNS = {
     "full": {"lora": False, "learning_rate": 5e-4},
     "lora": {"lora": True, "learning_rate": 5e-4},
     "lora_lr10": {"lora": True, "learning_rate": 5e-3},
+    "lora_r1": {"lora": True, "learning_rate": 5e-4, "r": 1, "lora_alpha": 2},
 }
 LORA = {"r": 8, "lora_alpha": 16}
 
@@ -96,7 +100,7 @@ def main() -> int:
             tokenizer,
             task,
             grpo_config(steps=STEPS, learning_rate=spec["learning_rate"]),
-            peft_config=lora_config(**LORA) if spec["lora"] else None,
+            peft_config=lora_config(**{**LORA, **{k: spec[k] for k in LORA if k in spec}}) if spec["lora"] else None,
             seed=0,
         )
         result.pop("model")

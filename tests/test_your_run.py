@@ -35,6 +35,11 @@ def tokenizer():
         (r"\boxed{80} no wait \boxed{81}", 81),  # the last box is the conclusion
         (r"\boxed{ 81 }", 81),  # spaces inside the box
         (r"\boxed{1,000}", 1000),  # thousands separator
+        (r"\boxed{12,345,678}", 12_345_678),
+        (r"\boxed{8,1}", None),  # a comma that is not a thousands separator: not one integer
+        (r"\boxed{23,58}", None),  # the two operands, not 2358
+        (r"\boxed{81,}", None),
+        (r"\boxed{1,00}", None),
         (r"\boxed{-7}", -7),
         (r"\boxed{81.5}", None),  # not an integer
         (r"\boxed{x}", None),
@@ -44,6 +49,9 @@ def tokenizer():
         ("The answer is 81.", 81),  # marker fallback
         ("答案：81", 81),
         ("Answer: 81, or maybe 82", 81),  # the first integer after the marker
+        ("Answer: 81,82", None),  # not 8182
+        ("The answer is 8,1.", None),
+        ("The answer is 1,000.", 1000),
         ("23 + 58 = ?", None),  # no box, no marker: never guess the last number
         ("", None),
     ],

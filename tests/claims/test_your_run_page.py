@@ -219,3 +219,84 @@ def test_full_fine_tuning_with_beta_fails_for_a_model_built_in_memory():
             train_dataset=prompt_dataset(task.train[:4]),
             processing_class=make_tokenizer(),
         )
+
+
+def test_completions_are_parsed_when_the_tokenizer_has_a_response_template():
+    # your-run.md: “分词器带 response_template（或 response_schema），或给了 tools 时，TRL 改用 parse_response 解析回答，
+    # 消息里可能还有 tool_calls 等字段”（grpo_trainer.py:2229-2247, _generate; tools set a response template via
+    # add_response_schema, grpo_trainer.py:760-766）. The chapter's tokenizer has neither, so it takes the decode branch.
+    text = source(GRPOTrainer._generate)
+    assert 'getattr(self._tokenizer, "response_template", None) is not None' in text
+    assert 'getattr(self._tokenizer, "response_schema", None) is not None' in text
+    assert "[parse_response(self._tokenizer, ids, prefix=prompt_ids[i], tools=per_prompt_tools[i])]" in text
+    assert "processing_class = add_response_schema(processing_class)" in source(GRPOTrainer.__init__)
+    tokenizer = chat.train_chat_tokenizer(AdditionTask(seed=0, balanced=True).train[:200])
+    assert getattr(tokenizer, "response_template", None) is None
+    assert getattr(tokenizer, "response_schema", None) is None
+
+
+def test_string_prompts_are_tokenized_as_they_are_without_a_generation_prompt():
+    # your-run.md, “漏了生成提示”: only a conversational prompt gets add_generation_prompt=True
+    # (grpo_trainer.py:1737-1746); a prompt passed as a string is tokenized as it is (grpo_trainer.py:1757)
+    text = source(GRPOTrainer._tokenize_prompts)
+    assert "add_generation_prompt=True" in text
+    assert 'prompt_ids = self.processing_class(text=prompts)["input_ids"]' in text
+
+
+def test_the_full_fine_tuning_reference_is_reloaded_from_the_path_not_copied_from_the_object():
+    # your-run.md, box “本章的 LoRA 运行”: the reference is re-loaded from config._name_or_path
+    # (grpo_trainer.py:991-1003; trl/trainer/utils.py:1384-1396, get_config_model_id); a model changed in memory
+    # after loading gets the old weights as its reference, with no error.
+    from transformers import Qwen2ForCausalLM
+
+    task = AdditionTask(seed=0, balanced=True, batch_size=1)
+    path = tempfile.mkdtemp(prefix="rlhf_toy_claims_ref_")
+    make_model(seed=0).save_pretrained(path)
+    model = Qwen2ForCausalLM.from_pretrained(path)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.01)  # "trained in memory", not saved
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=reward_function(task),
+        args=_args(beta=0.04),
+        train_dataset=prompt_dataset(task.train[:4]),
+        processing_class=make_tokenizer(),
+    )
+    ids = torch.tensor([[1, 5, 6, 13, 8, 11, 14]])
+    with torch.no_grad():
+        ref = trainer.ref_model(input_ids=ids).logits
+        assert not torch.allclose(ref, trainer.model(input_ids=ids).logits)
+        assert torch.equal(ref, Qwen2ForCausalLM.from_pretrained(path)(input_ids=ids).logits)
+
+
+def test_sft_on_messages_trains_on_every_token_unless_assistant_only_loss():
+    # your-run.md: “对话格式的 messages 数据集默认在整段上算损失；要只算助手的回答，得设 assistant_only_loss=True，
+    # 模板里要有 {% generation %} 标记；常见模型的模板 TRL 换上自带的训练模板，不认识的模板报 ValueError”
+    # (trl 1.16 sft_config.py:97-106 and 261-273, defaults; sft_trainer.py:939-942; chat_template_utils.py:1077-1250,
+    # get_training_chat_template raises ValueError for a template it does not know)
+    from trl import SFTConfig, SFTTrainer
+    from trl.chat_template_utils import get_training_chat_template, has_generation_markers
+
+    config = SFTConfig(output_dir=tempfile.mkdtemp(prefix="rlhf_toy_claims_sft_"), use_cpu=True, report_to="none")
+    assert config.assistant_only_loss is False
+    assert config.completion_only_loss is None
+    assert "self.chat_template = get_training_chat_template(processing_class)" in source(SFTTrainer.__init__)
+    tokenizer = chat.train_chat_tokenizer(AdditionTask(seed=0, balanced=True).train[:200])
+    assert not has_generation_markers(tokenizer.chat_template)
+    with pytest.raises(ValueError):
+        get_training_chat_template(tokenizer)
+
+
+def test_a_bare_lora_config_adapts_only_q_and_v_with_alpha_8_on_qwen2():
+    # your-run.md: “不写 target_modules 时，peft 0.21.2 对 Qwen2、Qwen3 只挂 q_proj、v_proj，lora_alpha 默认 8”
+    # (peft tuners/lora/config.py:632, 652-653; utils/constants.py:103-104)
+    from peft import LoraConfig
+
+    model = get_peft_model(make_model(seed=0), LoraConfig(task_type="CAUSAL_LM"))
+    config = model.peft_config["default"]
+    assert sorted(config.target_modules) == ["q_proj", "v_proj"]
+    assert (config.r, config.lora_alpha, config.lora_dropout) == (8, 8, 0.0)
+    assert sum(p.numel() for p in model.parameters() if p.requires_grad) == 3_072
+    ours = get_peft_model(make_model(seed=0), lora_config())
+    assert sum(p.numel() for p in ours.parameters() if p.requires_grad) == 17_664

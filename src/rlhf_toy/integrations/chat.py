@@ -176,8 +176,10 @@ def chat_prompt_dataset(problems: torch.Tensor):
 def chat_reward(completions: Sequence, a: Sequence[int], b: Sequence[int], **kwargs) -> list[float]:
     r"""TRL 的奖励函数（对话格式）：从助手消息的文本里取出答案（`parse_answer`），等于 `a + b` 时为 1.0。
 
-    对话格式的数据集上，TRL 1.16 交给奖励函数的每条 `completions` 是一个消息列表
-    `[{"role": "assistant", "content": 文本}]`，不是字符串。
+    对话格式的数据集上，TRL 1.16 交给奖励函数的每条 `completions` 是一个消息列表，不是字符串。
+    分词器没有 `response_template`、`response_schema`，也没有给 `tools` 时，它是
+    `[{"role": "assistant", "content": 文本}]`（解码时去掉特殊 token）；否则是 `parse_response` 解析出的消息，
+    可能还带 `tool_calls` 等字段。这里只读最后一条消息的 `content`，两种情况都适用。
 
     Args:
         completions: 每条回答的消息列表（或字符串：标准格式的数据集）。
