@@ -1,8 +1,10 @@
 r"""诊断规则：每个症状一条只看日志数值的明确规则，阈值写成模块常量，理由写在规则的 docstring 里。
 
 规则读 TRL 1.16 的指标名（`trl/trainer/grpo_trainer.py`、`dpo_trainer.py` 与 transformers `Trainer` 记录的名字，
-`tests/claims/test_diagnose_rules.py` 对着固定版本的源码检查），本书训练循环里含义相同、名字不同的量列在后面作为别名
+`tests/claims/test_diagnose_rules.py` 对着固定版本的源码检查），本书训练循环里对应的量列在后面作为别名
 （例如本书 GRPO 的 `clip_ratio` 对应 TRL 的 `clip_ratio/region_mean`，本书 PPO 的 `objective/kl` 对应 `kl`）。
+有的别名含义不完全相同：第 9 章评估里的 `completion_length`、`entropy`、`kl` 是更新之后、在留出集上量的，
+不是 TRL 的训练批指标（第 14 章“健康的范围”一节）；规则对两者用同一个阈值。
 
 一条规则的结果有四种：`detected`（日志里有这个症状）、`clean`（指标都在，没有症状）、`missing`（这条规则要读的指标
 日志里没有）、`not_applicable`（这种训练不记录这类指标，例如 DPO 的日志没有 `reward`）。规则之外的推测一概不做：
@@ -253,9 +255,9 @@ LENGTH_COLLAPSE = 0.5
 def check_length_collapse(h: History, names: list[str | None]) -> tuple[int, str] | None:
     r"""回答长度塌缩：平均回答长度持续（连续 `SUSTAIN` 条）低于第一条日志的 `LENGTH_COLLAPSE` 倍。
 
-    理由：长度减半意味着模型换了一种回答方式（提早输出 EOS、跳过推理步骤）。按序列平均的汇总（`loss_type="grpo"`）
-    给短回答的每个 token 更大的权重，答错时短回答受罚更轻、答对时奖励更多，会把长度往短推
-    （`docs/grpo-variants.md` 四种汇总与长度偏差）。一半是一个粗的界：阈值以上的缓慢缩短不报。
+    理由：长度减半意味着模型换了一种回答方式（提早输出 EOS、跳过推理步骤），例如奖励里的长度惩罚压过了答案分
+    （第 14 章症状 5）。按序列平均的汇总（`loss_type="grpo"`）不是一个单向的推力：它答对时偏爱短回答，
+    答错时对长回答罚得轻（`docs/grpo-variants.md` 四种汇总与长度偏差）。一半是一个粗的界：阈值以上的缓慢缩短不报。
     """
     (length,) = names
     points = h.points(length)
