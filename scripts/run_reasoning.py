@@ -78,6 +78,7 @@ RUNS = {  # 名字 -> run_rl 的参数
 }
 CONTROLS = {  # 名字 -> 参数；不进训练曲线的图，放在最后跑，前面各项不受影响
     "r1_zero_no_format": {"algorithm": "grpo", "start": "format", "format_weight": 0.0},
+    "grpo_no_format": {"algorithm": "grpo", "start": "scratchpad", "format_weight": 0.0},
 }
 PASS_AT_K_N = 64
 FORCED_N = 16  # 强制第一个 token 的对照：每道题每种写法的样本数
@@ -107,7 +108,7 @@ def run(quick: bool) -> dict:
     强制第一个 token 的对照（`forced_mode_accuracy`）用草稿热启动模型与 `grpo` 的最终模型；
     按题型的评估（`by_shape`）用两个热启动模型与 `grpo`、`r1_zero` 的最终模型。
     对照运行（`CONTROLS`，写在 `controls` 下）：`r1_zero_no_format` 与 `r1_zero` 相同，只是训练奖励里去掉格式分
-    （`format_weight=0`；热启动的 SFT 不用奖励，所以起点相同）。
+    （`format_weight=0`；热启动的 SFT 不用奖励，所以起点相同）；`grpo_no_format` 同样是去掉格式分的 `grpo`。
     新加的几项都放在最后，前面各项的随机数不受影响。
     """
     import torch

@@ -420,6 +420,7 @@ def test_cache_hash_and_cheapest_entry_regenerate_exactly():
     fresh = [{k: run_reasoning.r4(v) if isinstance(v, float) else v for k, v in r.items()} for r in best_of_n_sweep(0)]
     assert fresh == cache["best_of_n"]
     assert set(cache["runs"]) == set(run_reasoning.RUNS)
+    assert set(cache["controls"]) == set(run_reasoning.CONTROLS)
 
 
 def test_figures_redraw_from_the_cache_byte_for_byte(tmp_path):
