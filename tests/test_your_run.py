@@ -50,6 +50,8 @@ def tokenizer():
         ("答案：81", 81),
         ("Answer: 81, or maybe 82", 81),  # the first integer after the marker
         ("Answer: 81,82", None),  # not 8182
+        ("Answer: 81.5", None),  # a decimal is not an integer answer
+        ("Answer: 81.", 81),  # a full stop ends the sentence
         ("The answer is 8,1.", None),
         ("The answer is 1,000.", 1000),
         ("23 + 58 = ?", None),  # no box, no marker: never guess the last number

@@ -300,3 +300,11 @@ def test_a_bare_lora_config_adapts_only_q_and_v_with_alpha_8_on_qwen2():
     assert sum(p.numel() for p in model.parameters() if p.requires_grad) == 3_072
     ours = get_peft_model(make_model(seed=0), lora_config())
     assert sum(p.numel() for p in ours.parameters() if p.requires_grad) == 17_664
+
+
+def test_the_lora_and_full_runs_inherit_max_grad_norm_1():
+    # your-run.md, 同样的预算：“梯度范数的上限也都是 transformers 默认的 `max_grad_norm=1.0`”
+    # (transformers 5.24 training_args.py: max_grad_norm: float = field(default=1.0, ...); GRPOConfig does not override it)
+    from trl import GRPOConfig
+
+    assert GRPOConfig(output_dir="/tmp/unused", report_to=[], use_cpu=True, bf16=False).max_grad_norm == 1.0

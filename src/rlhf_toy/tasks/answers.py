@@ -58,8 +58,8 @@ def extract_boxed(text: str) -> str | None:
 MARKERS = ("answer is", "Answer:", "答案是", "答案：")
 # 逗号只许当千位分隔符：1,000、12,345,678；8,1 与 23,58 不是一个整数
 _INTEGER = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)")
-# 标记之后的整数后面不能紧跟数字或逗号加数字（81,82 读不出答案）；句末的逗号、句号可以
-_AFTER_MARKER = re.compile(_INTEGER.pattern + r"(?![\d,]*\d)")
+# 标记之后的整数后面不能紧跟数字，也不能接逗号或小数点再接数字（81,82、81.5 读不出答案）；句末的逗号、句号可以
+_AFTER_MARKER = re.compile(_INTEGER.pattern + r"(?![\d.,]*\d)")
 
 
 def parse_answer(text: str) -> int | None:
@@ -67,7 +67,7 @@ def parse_answer(text: str) -> int | None:
 
     盒子里必须恰好是一个整数（可带正负号与千位逗号，例如 `1,000`）；`\boxed{81.5}`、`\boxed{x}` 算没有答案。
     逗号只能当千位分隔符（每三位一个）：`\boxed{8,1}`、`\boxed{23,58}` 也算没有答案。
-    标记之后只取紧跟的第一个整数，它后面不能再接数字（`Answer: 81,82` 算没有答案）。两样都没有时返回 `None`，不去猜文本里“最后一个数”：
+    标记之后只取紧跟的第一个整数，它后面不能再接数字（`Answer: 81,82`、`Answer: 81.5` 算没有答案）。两样都没有时返回 `None`，不去猜文本里“最后一个数”：
     那样 `"23 + 58 = ?"` 会被读成答案 58。
 
     Args:
