@@ -234,6 +234,30 @@ def test_trl_loads_the_model_in_fp32_and_runs_bf16_autocast():
     assert trainer_mixed_precision(args) == "bf16"  # accelerate's autocast, the weights stay as loaded
 
 
+def test_trl_turns_on_gradient_checkpointing_by_default():
+    # your-run-settings.md, memory section: “TRL 还默认打开梯度检查点（gradient_checkpointing=True）”
+    # (trl 1.16.0, trl/trainer/base_config.py:62-63; GRPOConfig inherits it).
+    from trl.trainer.base_config import _BaseConfig
+
+    assert "gradient_checkpointing" not in GRPOConfig.__dict__.get("__annotations__", {})  # not overridden
+    assert _BaseConfig.__dataclass_fields__["gradient_checkpointing"].default is True
+    assert default_config(GRPOConfig).gradient_checkpointing is True
+
+
+def test_trl_builds_a_full_reference_model_in_the_policy_dtype_when_beta_is_nonzero():
+    # your-run-settings.md: “β > 0 时还要一份参考模型的权重（TRL 默认 fp32，+4Ψ；LoRA 时不需要）”
+    # (trl 1.16.0, trl/trainer/grpo_trainer.py:984-1003: None when beta == 0 or PEFT, else create_model_from_path
+    # with dtype=self.model.dtype, which is fp32 under the defaults, trl/trainer/utils.py:1332).
+    text = source(GRPOTrainer.__init__)
+    no_ref = text.index(
+        "if self.beta == 0.0: # If beta is 0.0, the reference model is not needed self.ref_model = None"
+    )
+    peft = text.index("elif is_peft_model(model):", no_ref)
+    assert text.index("self.ref_model = None", peft) < text.index("else:", peft)
+    dtype = text.index('model_init_kwargs.setdefault("dtype", self.model.dtype)', peft)
+    assert dtype < text.index("self.ref_model = create_model_from_path(", peft)
+
+
 def test_fsdp_has_five_strategies_and_none_shards_only_the_optimizer():
     # your-run-settings.md: “ShardingStrategy 有五种；没有对应 ZeRO-1 的” (torch 2.13.0, torch/distributed/fsdp/api.py:32-66).
     import inspect

@@ -57,7 +57,10 @@ class Cell:
 _TRL = "trl 1.16.0, trl/trainer/grpo_config.py"
 _VERL = "verl 0.9.1, verl/trainer/config/_generated_ppo_trainer.yaml"
 _DSM = "DeepSeekMath (arXiv 2402.03300)"
-_R1 = "DeepSeek-R1 (Nature 2025 version, Supplementary Information; arXiv 2501.12948 v1 gives none)"
+_R1 = (
+    "DeepSeek-R1 (Nature 645:633–638, 2025, doi 10.1038/s41586-025-09422-z, Supplementary Information; "
+    "arXiv 2501.12948 v1 gives none)"
+)
 _DAPO = "DAPO (arXiv 2503.14476)"
 _DR = "Dr. GRPO (arXiv 2503.20783)"
 _DR_SH = "understand-r1-zero examples/qwen2.5-math-7b.sh (commit f6df97e), the paper's official script"
