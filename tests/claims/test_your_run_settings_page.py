@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -199,12 +200,13 @@ def test_more_steps_per_generation_than_accumulation_means_several_optimizer_ste
         model=make_model(), reward_funcs=reward_function(task), args=args,
         train_dataset=prompt_dataset(task.train[:16]), processing_class=make_tokenizer(),
     )  # fmt: skip
-    generations, optimizer_steps, batches = [], [], []
+    generations, optimizer_steps, batches, prompts = [], [], [], []
     generate = trainer._generate_and_score_completions
 
     def counting_generate(inputs):
         out = generate(inputs)
         generations.append(len(inputs))
+        prompts.append([repr(x["prompt"]) for x in inputs])
         batches.append(out)
         return out
 
@@ -218,7 +220,10 @@ def test_more_steps_per_generation_than_accumulation_means_several_optimizer_ste
 
         AcceleratorState._reset_state(reset_partial_state=True)
     assert trainer.state.global_step == 4 and len(optimizer_steps) == 4  # four optimizer steps …
-    assert generations == [16]  # … on one generation of 16 completions (4 prompts × G = 4)
+    assert generations == [16]  # … on one generation of 16 completions (4 prompts × G = 4):
+    # RepeatSampler(mini_repeat_count=G, batch_size=generation_batch_size // G) (grpo_trainer.py:1309-1316): the
+    # rows counted by per_device_train_batch_size × steps_per_generation are completions, 4 distinct prompts × G
+    assert sorted(Counter(prompts[0]).values()) == [4, 4, 4, 4]
     assert batches[0].get("old_per_token_logps") is not None  # the later steps need the sampling policy's log-probs
     assert "if self.args.gradient_accumulation_steps % generate_every != 0 or (" in source(GRPOTrainer)
 
