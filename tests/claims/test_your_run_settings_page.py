@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -199,12 +200,13 @@ def test_more_steps_per_generation_than_accumulation_means_several_optimizer_ste
         model=make_model(), reward_funcs=reward_function(task), args=args,
         train_dataset=prompt_dataset(task.train[:16]), processing_class=make_tokenizer(),
     )  # fmt: skip
-    generations, optimizer_steps, batches = [], [], []
+    generations, optimizer_steps, batches, prompts = [], [], [], []
     generate = trainer._generate_and_score_completions
 
     def counting_generate(inputs):
         out = generate(inputs)
         generations.append(len(inputs))
+        prompts.append([repr(x["prompt"]) for x in inputs])
         batches.append(out)
         return out
 
@@ -218,7 +220,10 @@ def test_more_steps_per_generation_than_accumulation_means_several_optimizer_ste
 
         AcceleratorState._reset_state(reset_partial_state=True)
     assert trainer.state.global_step == 4 and len(optimizer_steps) == 4  # four optimizer steps …
-    assert generations == [16]  # … on one generation of 16 completions (4 prompts × G = 4)
+    assert generations == [16]  # … on one generation of 16 completions (4 prompts × G = 4):
+    # RepeatSampler(mini_repeat_count=G, batch_size=generation_batch_size // G) (grpo_trainer.py:1309-1316): the
+    # rows counted by per_device_train_batch_size × steps_per_generation are completions, 4 distinct prompts × G
+    assert sorted(Counter(prompts[0]).values()) == [4, 4, 4, 4]
     assert batches[0].get("old_per_token_logps") is not None  # the later steps need the sampling policy's log-probs
     assert "if self.args.gradient_accumulation_steps % generate_every != 0 or (" in source(GRPOTrainer)
 
@@ -232,6 +237,30 @@ def test_trl_loads_the_model_in_fp32_and_runs_bf16_autocast():
     args = default_config(GRPOConfig)
     assert args.bf16 is True and args.model_init_kwargs is None
     assert trainer_mixed_precision(args) == "bf16"  # accelerate's autocast, the weights stay as loaded
+
+
+def test_trl_turns_on_gradient_checkpointing_by_default():
+    # your-run-settings.md, memory section: “TRL 还默认打开梯度检查点（gradient_checkpointing=True）”
+    # (trl 1.16.0, trl/trainer/base_config.py:62-63; GRPOConfig inherits it).
+    from trl.trainer.base_config import _BaseConfig
+
+    assert "gradient_checkpointing" not in GRPOConfig.__dict__.get("__annotations__", {})  # not overridden
+    assert _BaseConfig.__dataclass_fields__["gradient_checkpointing"].default is True
+    assert default_config(GRPOConfig).gradient_checkpointing is True
+
+
+def test_trl_builds_a_full_reference_model_in_the_policy_dtype_when_beta_is_nonzero():
+    # your-run-settings.md: “β > 0 时还要一份参考模型的权重（TRL 默认 fp32，+4Ψ；LoRA 时不需要）”
+    # (trl 1.16.0, trl/trainer/grpo_trainer.py:984-1003: None when beta == 0 or PEFT, else create_model_from_path
+    # with dtype=self.model.dtype, which is fp32 under the defaults, trl/trainer/utils.py:1332).
+    text = source(GRPOTrainer.__init__)
+    no_ref = text.index(
+        "if self.beta == 0.0: # If beta is 0.0, the reference model is not needed self.ref_model = None"
+    )
+    peft = text.index("elif is_peft_model(model):", no_ref)
+    assert text.index("self.ref_model = None", peft) < text.index("else:", peft)
+    dtype = text.index('model_init_kwargs.setdefault("dtype", self.model.dtype)', peft)
+    assert dtype < text.index("self.ref_model = create_model_from_path(", peft)
 
 
 def test_fsdp_has_five_strategies_and_none_shards_only_the_optimizer():

@@ -57,7 +57,10 @@ class Cell:
 _TRL = "trl 1.16.0, trl/trainer/grpo_config.py"
 _VERL = "verl 0.9.1, verl/trainer/config/_generated_ppo_trainer.yaml"
 _DSM = "DeepSeekMath (arXiv 2402.03300)"
-_R1 = "DeepSeek-R1 (Nature 2025 version, Supplementary Information; arXiv 2501.12948 v1 gives none)"
+_R1 = (
+    "DeepSeek-R1 (Nature 645:633–638, 2025, doi 10.1038/s41586-025-09422-z, Supplementary Information; "
+    "arXiv 2501.12948 v1 gives none)"
+)
 _DAPO = "DAPO (arXiv 2503.14476)"
 _DR = "Dr. GRPO (arXiv 2503.20783)"
 _DR_SH = "understand-r1-zero examples/qwen2.5-math-7b.sh (commit f6df97e), the paper's official script"
@@ -97,7 +100,11 @@ RECIPES: dict[str, dict[str, Cell]] = {
     },
     "DAPO": {
         "num_generations": Cell(16, f"{_DAPO} §4.1 (training details)"),
-        "prompts_per_generation": Cell(512, f"{_DAPO} §4.1 (prompt batch size 512)"),
+        "prompts_per_generation": Cell(
+            512,
+            f"{_DAPO} §4.1, §3.2: 512 prompts kept for training after dynamic sampling; {_DAPO_SH} generates "
+            "gen_prompt_bsz = 3 × 512 = 1,536 per round (data.gen_batch_size), up to 10 rounds (max_num_gen_batches)",
+        ),
         "prompts_per_step": Cell(
             32, f"{_DAPO} §4.1: mini-batch 512 outputs ÷ G = 16 (train_prompt_mini_bsz=32 in {_DAPO_SH})"
         ),
@@ -178,7 +185,7 @@ RECIPES: dict[str, dict[str, Cell]] = {
 # 每一行：从玩具带过去的与带不过去的（页面上的最后一列）
 CARRIES_OVER = {
     "num_generations": "带得过去：G 决定组内基线的噪声；通过率接近 0 或 1 时要更大的 G 才有非零优势",
-    "prompts_per_generation": "带不过去：玩具每次生成 32 题；R1、DAPO 是 512，verl 默认 1024，由显存与生成吞吐决定",
+    "prompts_per_generation": "带不过去：玩具每次生成 32 题；R1 是 512，DAPO 动态采样后留 512 题训练（每轮先生成 1,536 题），verl 默认 1024，由显存与生成吞吐决定",
     "prompts_per_step": "带得过去：玩具每个优化步 32 题，与 R1、DAPO 相同；verl 默认 256",
     "learning_rate": "带不过去：玩具用 5e-4；表中的论文与库都用 1e-6 量级",
     "beta": "带得过去：β = 0 是 2025 年以来的常见选择，但要自己盯着 KL",
