@@ -165,7 +165,7 @@ def check_kl_explodes(h: History, names: list[str | None]) -> tuple[int, str] | 
         base = KL_FLOOR if prev is None else max(prev, KL_FLOOR)
         if v >= KL_JUMP * base:
             before = "起点" if prev is None else f"前一条 {_fmt(prev)}"
-            return step, f"{kl} 从{before}涨到 {_fmt(v)}（≥ {KL_JUMP:g} × {_fmt(base)}）"
+            return step, f"{kl} 从 {before} 涨到 {_fmt(v)}（≥ {KL_JUMP:g} × {_fmt(base)}）"
         prev = v
     return None
 
@@ -344,7 +344,7 @@ ACCURACY_METRICS = ("eval_accuracy", "accuracy", "success_prob")
 """留出集正确率的候选名：TRL 评估时给指标加 `eval_` 前缀；本书第 9 章评估记 `accuracy`、查表任务记 `success_prob`。
 
 不含 TRL 的 `eval_reward`：它是同一组奖励函数在评估提示词上的分，奖励函数本身被投机时它与 `reward` 一起涨，
-查不出这个症状（第 14 章（续）用缓存的投机运行演示了这一点）。"""
+查不出这个症状。"""
 
 
 def check_reward_vs_accuracy(h: History, names: list[str | None]) -> tuple[int, str] | None:
