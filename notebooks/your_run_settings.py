@@ -67,8 +67,8 @@ if make_model is not None:
         shape = ModelShape(16, 48, 192, 2, 4, 4, False)
         ids = torch.randint(0, 16, (8, 12), generator=torch.Generator().manual_seed(0))
 
-        def logps_fn(model=model, ids=ids):
-            return torch.log_softmax(model(ids).logits.float(), -1).gather(-1, ids[..., None]).squeeze(-1)
+        def logps_fn(model=model, ids=ids):  # 位置 t 的 logits 预测第 t+1 个 token，所以右移一位
+            return torch.log_softmax(model(ids).logits.float(), -1)[:, :-1].gather(-1, ids[:, 1:, None]).squeeze(-1)
 
         got = measured_memory(model, logps_fn)
         want = training_memory(shape, 8, 12, dtype, mixed_precision=False)

@@ -47,7 +47,8 @@ def measure(shape: ModelShape, batch_size: int, seq_len: int, dtype: str) -> dic
     model = _qwen2(shape).to(getattr(torch, dtype))
     ids = torch.randint(0, shape.vocab_size, (batch_size, seq_len))
     return measured_memory(
-        model, lambda: torch.log_softmax(model(ids).logits.float(), -1).gather(-1, ids[..., None]).squeeze(-1)
+        model,
+        lambda: torch.log_softmax(model(ids).logits.float(), -1)[:, :-1].gather(-1, ids[:, 1:, None]).squeeze(-1),
     )
 
 

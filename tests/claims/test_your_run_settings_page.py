@@ -276,3 +276,25 @@ def test_fsdp_has_five_strategies_and_none_shards_only_the_optimizer():
     # every strategy that shards anything shards gradients too; none is "optimizer states only" (ZeRO-1)
     assert "Gradients and optimizer states are sharded" in doc and "optimizer states are sharded" in doc
     assert "only optimizer" not in doc.lower()
+
+
+def test_beta_zero_loads_no_reference_model_and_logs_no_kl():
+    # your-run-settings.md, paragraph under “哪些能从玩具带过去” and the β cell of CARRIES_OVER:
+    # β = 0 builds no reference model (trl/trainer/grpo_trainer.py:984-986), with peft the adapter is
+    # disabled instead of building one (:987-990), and `kl` is logged only when β != 0 (:3267-3268).
+    init = source(GRPOTrainer.__init__)
+    assert "if self.beta == 0.0: # If beta is 0.0, the reference model is not needed self.ref_model = None" in init
+    assert "elif is_peft_model(model): # If PEFT is used, the reference model is not needed" in init
+    loss = source(GRPOTrainer._compute_loss)
+    assert 'if self.beta != 0.0: self._metrics[mode]["kl"].append(' in loss
+    assert loss.count('self._metrics[mode]["kl"]') == 1
+
+
+def test_trl_points_to_r1_beta():
+    # your-run-settings.md: “R1-Zero 取 0.001”; TRL's help text for `beta` says the same (grpo_config.py:681-687),
+    # and the recipe table's R1-Zero column holds that value.
+    help_text = GRPOConfig.__dataclass_fields__["beta"].metadata["help"]
+    assert "DeepSeek-R1" in help_text and "`0.001`" in help_text
+    assert RECIPES["DeepSeek-R1-Zero"]["beta"].value == 0.001
+    zero = {name for name, recipe in RECIPES.items() if recipe["beta"].value == 0.0}
+    assert zero == {"DAPO", "Dr. GRPO", "TRL 1.16 默认"}
