@@ -154,7 +154,7 @@ def check_kl_explodes(h: History, names: list[str | None]) -> tuple[int, str] | 
 
     理由：Adam 每步改动参数的幅度受学习率约束，健康的运行里 KL 随步数平滑增长。本书第 8 章老虎机上的 GRPO
     （种子 0，$G = 4$，16 步）：学习率 0.1 时相邻两条日志之比至多约 4 倍，且是从 0.01 nat 以下起步；学习率 0.5
-    （第 6 章种子演示的学习率）时一批 $k_3$ 的平均忽高忽低，相邻之比也不到 5 倍；学习率 10 时第 1 步就是 $10^7$ 量级
+    （第 6 章种子演示的学习率）时一批 $k_3$ 的平均先逐步上升、再持平，相邻之比也不到 5 倍；学习率 10 时第 1 步就是 $10^7$ 量级
     （`tests/test_diagnose.py` 的 `test_book_grpo_*`）。一步涨 10 倍说明一次更新把策略推得很远：学习率过大、loss 尖峰，
     或 `log_ratio` 溢出（`docs/kl.md` 限幅一节）。本书 PPO 记的 `objective/kl` 是整条回答的 KL（逐 token 求和），
     TRL GRPO 的 `kl` 是逐 token 平均，规则只看相对变化，两者通用。
