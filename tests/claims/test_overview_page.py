@@ -75,8 +75,8 @@ def test_loss_type_chooses_the_denominator_or_replaces_the_per_token_loss():
 def test_verl_policy_losses_take_per_token_tensors_and_a_mask():
     # overview.md “玩具在哪里做了简化”, bullet “库里的损失接口” (the main text of “语言模型就是策略” links to it):
     # “verl `core_algos` 里的策略损失函数（如 `compute_policy_loss_vanilla`）接收同样的逐 token 张量加掩码。
-    # 这些张量在 verl 里叫 `old_log_prob`、`log_prob`、`advantages`、`response_mask`”; “verl 把旧策略的对数概率放在
-    # 第一个。这个参数大多叫 `old_log_prob`，`compute_policy_loss_reinforce` 里叫 `rollout_log_prob`”.
+    # 这些张量在 verl 里叫 `old_log_prob`、`log_prob`、`advantages`、`response_mask`”;
+    # “verl 把旧策略的对数概率放在第一个。这个参数大多叫 `old_log_prob`，`compute_policy_loss_reinforce` 里叫 `rollout_log_prob`”.
     params = list(inspect.signature(core_algos.compute_policy_loss_vanilla).parameters)
     assert params[:4] == ["old_log_prob", "log_prob", "advantages", "response_mask"]
     losses = {name: fn for name, fn in vars(core_algos).items() if name.startswith("compute_policy_loss")}
@@ -92,8 +92,8 @@ def test_verl_policy_losses_take_per_token_tensors_and_a_mask():
 
 
 def test_trl_losses_are_trainer_methods_that_compute_per_token_logps():
-    # overview.md “玩具在哪里做了简化”, bullet “库里的损失接口”: “TRL 没有独立的损失函数：GRPOTrainer、DPOTrainer 的
-    # 损失写在 `_compute_loss(model, inputs)` 里，内部先算出逐 token 对数概率”.
+    # overview.md “玩具在哪里做了简化”, bullet “库里的损失接口”: “TRL 没有独立的损失函数：
+    # GRPOTrainer、DPOTrainer 的损失写在 `_compute_loss(model, inputs)` 里，内部先算出逐 token 对数概率”.
     assert list(inspect.signature(GRPOTrainer._compute_loss).parameters) == ["self", "model", "inputs"]
     assert list(inspect.signature(DPOTrainer._compute_loss).parameters)[:3] == ["self", "model", "inputs"]
     assert "per_token_logps" in source(GRPOTrainer._compute_loss)
@@ -110,8 +110,8 @@ def test_reference_model_is_a_fresh_copy_of_the_policy_checkpoint():
     # overview.md “玩具在哪里做了简化”: “TRL 1.16.0 的 GRPOTrainer 没有 `ref_model` 参数。它在 β = 0 时不建参考模型；
     # β ≠ 0 时按策略模型配置里的 `_name_or_path` 从检查点再加载一份作参考模型。DPOTrainer 不传 `ref_model` 时同样从
     # 检查点再加载一份”;
-    # “DPO 还可以事先算好参考对数概率……打开后（不用 FSDP 时）训练中不另放参考模型，参考对数概率在训练开始前直接用
-    # 传进来的策略算”;
+    # “DPO 还可以事先算好参考对数概率……打开后（不用 FSDP 时）训练中不另放参考模型，
+    # 参考对数概率在训练开始前直接用传进来的策略算”;
     # “用 LoRA 适配器训练时，TRL 也不另载参考模型，而是关掉适配器，或把已有的适配器复制成冻结的 `"ref"` 适配器”
     # (the details are in your-run.md “参考模型：关掉适配器就是原模型”, tested in test_your_run_page.py).
     assert "ref_model" not in inspect.signature(GRPOTrainer.__init__).parameters
@@ -136,8 +136,8 @@ def test_reference_model_is_a_fresh_copy_of_the_policy_checkpoint():
 
 def test_dpo_can_precompute_reference_logps():
     # overview.md “四个模型”: “DPO 还可以在训练前事先算好参考模型的对数概率，训练中就不用放参考模型”; the box
-    # “玩具在哪里做了简化”: “`DPOConfig(precompute_ref_log_probs=True)`，默认关闭。打开后（不用 FSDP 时）训练中不另放
-    # 参考模型，参考对数概率在训练开始前直接用传进来的策略算”.
+    # “玩具在哪里做了简化”: “`DPOConfig(precompute_ref_log_probs=True)`，默认关闭。
+    # 打开后（不用 FSDP 时）训练中不另放参考模型，参考对数概率在训练开始前直接用传进来的策略算”.
     assert default_config(DPOConfig).precompute_ref_log_probs is False
     assert "args.precompute_ref_log_probs and not self.is_fsdp_enabled" in source(DPOTrainer.__init__)
     assert "model = self.ref_model or self.model" in source(DPOTrainer._precompute_ref_logps)
