@@ -32,9 +32,10 @@ def test_trl_logs_the_sampled_reward_as_reward():
 
 
 def test_history_keys_are_trl_metric_names():
-    # overview.md “运行结果”: the history keys “与 TRL 的日志同名（`reward`、`kl`、`loss`、`rewards/margins` 等）；
-    # 本书的 `clip_ratio` 对应 TRL 1.16.0 的 `clip_ratio/region_mean`，TRL 另记 `/low_mean` 与 `/high_mean`；
-    # TRL 只在 β ≠ 0 时记 `kl`”.
+    # overview.md “运行结果”: the history keys “键名与 TRL 的日志相同（`reward`、`kl`、`loss`、`rewards/margins` 等）”;
+    # footnote metric-names: “本书的 `clip_ratio` 对应 TRL 1.16.0 的 `clip_ratio/region_mean`，TRL 另外还分别记
+    # `clip_ratio/low_mean` 与 `clip_ratio/high_mean`”; footnote seed-trl-defaults: “默认配置下日志里没有 `kl`”
+    # (TRL only logs `kl` when β ≠ 0).
     grpo = source(GRPOTrainer)
     for name in ("reward", "kl", "clip_ratio/region_mean", "clip_ratio/low_mean", "clip_ratio/high_mean"):
         assert f'self._metrics[mode]["{name}"]' in grpo
@@ -72,9 +73,10 @@ def test_loss_type_chooses_the_denominator_or_replaces_the_per_token_loss():
 
 
 def test_verl_policy_losses_take_per_token_tensors_and_a_mask():
-    # overview.md “语言模型就是策略”: “verl `core_algos` 里的策略损失函数（如 `compute_policy_loss_vanilla`）接收同样的
-    # 张量……叫 `old_log_prob`、`log_prob`、`advantages`、`response_mask`”; “verl 把旧策略的对数概率放在第一个。
-    # 这个参数大多叫 `old_log_prob`，`compute_policy_loss_reinforce` 里叫 `rollout_log_prob`”.
+    # overview.md “玩具在哪里做了简化”, bullet “库里的损失接口” (the main text of “语言模型就是策略” links to it):
+    # “verl `core_algos` 里的策略损失函数（如 `compute_policy_loss_vanilla`）接收同样的逐 token 张量加掩码。
+    # 这些张量在 verl 里叫 `old_log_prob`、`log_prob`、`advantages`、`response_mask`”;
+    # “verl 把旧策略的对数概率放在第一个。这个参数大多叫 `old_log_prob`，`compute_policy_loss_reinforce` 里叫 `rollout_log_prob`”.
     params = list(inspect.signature(core_algos.compute_policy_loss_vanilla).parameters)
     assert params[:4] == ["old_log_prob", "log_prob", "advantages", "response_mask"]
     losses = {name: fn for name, fn in vars(core_algos).items() if name.startswith("compute_policy_loss")}
@@ -90,8 +92,8 @@ def test_verl_policy_losses_take_per_token_tensors_and_a_mask():
 
 
 def test_trl_losses_are_trainer_methods_that_compute_per_token_logps():
-    # overview.md: “TRL 没有独立的损失函数：损失写在各 Trainer 的 `_compute_loss(model, inputs)` 里，
-    # 内部同样先算出逐 token 对数概率”.
+    # overview.md “玩具在哪里做了简化”, bullet “库里的损失接口”: “TRL 没有独立的损失函数：
+    # GRPOTrainer、DPOTrainer 的损失写在 `_compute_loss(model, inputs)` 里，内部先算出逐 token 对数概率”.
     assert list(inspect.signature(GRPOTrainer._compute_loss).parameters) == ["self", "model", "inputs"]
     assert list(inspect.signature(DPOTrainer._compute_loss).parameters)[:3] == ["self", "model", "inputs"]
     assert "per_token_logps" in source(GRPOTrainer._compute_loss)
@@ -108,9 +110,10 @@ def test_reference_model_is_a_fresh_copy_of_the_policy_checkpoint():
     # overview.md “玩具在哪里做了简化”: “TRL 1.16.0 的 GRPOTrainer 没有 `ref_model` 参数。它在 β = 0 时不建参考模型；
     # β ≠ 0 时按策略模型配置里的 `_name_or_path` 从检查点再加载一份作参考模型。DPOTrainer 不传 `ref_model` 时同样从
     # 检查点再加载一份”;
-    # “DPO 设了 `precompute_ref_log_probs=True`（不用 FSDP）时不加载，参考对数概率在训练开始前直接用传进来的策略算”;
-    # “训练器按 `peft_config` 新建适配器时，关掉适配器（即基座模型）就是参考模型”;
-    # “传进来的已经是带适配器的 `PeftModel` 时，TRL 把现有适配器复制成一个冻结的 `"ref"` 适配器当参考模型”.
+    # “DPO 还可以事先算好参考对数概率……打开后（不用 FSDP 时）训练中不另放参考模型，
+    # 参考对数概率在训练开始前直接用传进来的策略算”;
+    # “用 LoRA 适配器训练时，TRL 也不另载参考模型，而是关掉适配器，或把已有的适配器复制成冻结的 `"ref"` 适配器”
+    # (the details are in your-run.md “参考模型：关掉适配器就是原模型”, tested in test_your_run_page.py).
     assert "ref_model" not in inspect.signature(GRPOTrainer.__init__).parameters
     assert "ref_model" in inspect.signature(DPOTrainer.__init__).parameters
     assert 'return getattr(config, "_name_or_path", "")' in source(get_config_model_id)
@@ -132,8 +135,9 @@ def test_reference_model_is_a_fresh_copy_of_the_policy_checkpoint():
 
 
 def test_dpo_can_precompute_reference_logps():
-    # overview.md “四个模型”: “参考模型的对数概率还可以事先算好（TRL 的 `DPOConfig(precompute_ref_log_probs=True)`，
-    # 默认关闭；打开后训练中不另放参考模型，参考对数概率在训练前用策略本身算好”.
+    # overview.md “四个模型”: “DPO 还可以在训练前事先算好参考模型的对数概率，训练中就不用放参考模型”; the box
+    # “玩具在哪里做了简化”: “`DPOConfig(precompute_ref_log_probs=True)`，默认关闭。
+    # 打开后（不用 FSDP 时）训练中不另放参考模型，参考对数概率在训练开始前直接用传进来的策略算”.
     assert default_config(DPOConfig).precompute_ref_log_probs is False
     assert "args.precompute_ref_log_probs and not self.is_fsdp_enabled" in source(DPOTrainer.__init__)
     assert "model = self.ref_model or self.model" in source(DPOTrainer._precompute_ref_logps)
@@ -156,7 +160,8 @@ def test_grpo_puts_importance_weighted_k3_in_the_loss_and_log():
 
 
 def test_verl_discount_defaults_to_one():
-    # overview.md table “标准强化学习与 RLHF”: “折扣 γ 通常取 1（verl 0.9.1 的 `algorithm.gamma` 默认 1.0）”.
+    # overview.md table “标准强化学习与 RLHF”: “折扣 γ …通常取 γ = 1”, footnote verl-gamma: “例如 verl 0.9.1 的
+    # `algorithm.gamma` 默认 1.0”.
     assert AlgoConfig().gamma == 1.0
 
 
