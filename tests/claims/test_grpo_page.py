@@ -44,7 +44,7 @@ def test_epsilon_high_defaults_to_epsilon():
 
 
 def test_group_std_is_bessel_corrected_plus_1e_4():
-    # grpo.md, 组内相对优势: “TRL 把 10^-4 写死在代码里，不能配置” and table row 标准差 “Bessel 校正，加 10^-4”.
+    # grpo.md, 组内相对优势: “默认 10^-4，与 TRL 相同”; table row 标准差 “Bessel 校正，加 10^-4（写死在代码里，不能配置）”.
     assert "advantages = advantages / (std_rewards + 1e-4)" in source(GRPOTrainer)
     names = [f.name for f in dataclasses.fields(GRPOConfig)]
     assert sorted(n for n in names if re.search(r"(^|_)eps", n) or "std" in n) == [
@@ -278,7 +278,8 @@ def test_grpo_inherits_optimizer_and_precision_defaults():
 
 
 def test_trl_dapo_normalises_like_verl_token_mean():
-    # grpo.md, below the loss_type table: TRL 的 `dapo` 用整个生成批次的 token 数折算到一个优化步（生成批次里各优化步的平均）；
+    # grpo.md, “与论文 / TRL 的差异” box, bullet on loss_type:
+    # TRL 的 `dapo` 用整个生成批次的 token 数折算到一个优化步（生成批次里各优化步的平均）；
     # `steps_per_generation` 等于 `gradient_accumulation_steps`（默认）时就是这一步的 token 数，与 verl 的 `token-mean`
     # 一致. TRL divides the masked sum by num_items_in_batch (counted once per generation batch) rescaled by
     # gradient_accumulation_steps / steps_per_generation; verl's token-mean divides it by the step's own token count.

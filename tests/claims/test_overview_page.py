@@ -49,7 +49,7 @@ def test_history_keys_are_trl_metric_names():
 def test_loss_type_chooses_the_denominator_or_replaces_the_per_token_loss():
     # overview.md “玩具在哪里做了简化”: “逐 token 损失按什么分母平均（TRL `loss_type` 中的 `grpo`、`bnpo`、`dr_grpo`、
     # `dapo`）”; the “已测试” box: these four only change the denominator, `cispo`, `sapo`, `vespo` replace the
-    # per-token loss (grpo.md “四种汇总方式” says the same).
+    # per-token loss (grpo.md, the loss_type bullet of its “与论文 / TRL 的差异” box, says the same).
     help_text = GRPOConfig.__dataclass_fields__["loss_type"].metadata["help"]
     for value in ("grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo"):
         assert f"'{value}'" in help_text
