@@ -320,14 +320,18 @@ def test_the_logged_keys_the_end_to_end_run_prints():
     assert "is_std_zero = torch.isclose(std_rewards, torch.zeros_like(std_rewards))" in score
     assert 'self._metrics[mode]["frac_reward_zero_std"].append(is_std_zero.float().mean().item())' in score
     generate = source(GRPOTrainer._generate)  # grpo_trainer.py:2193
-    assert 'self._metrics[mode]["completions/mean_length"].append(agg_completion_lengths.float().mean().item())' in generate
-    assert "is_truncated = torch.tensor([ids[-1] not in eos_and_pad for ids in completion_ids], device=device)" in generate
+    assert (
+        'self._metrics[mode]["completions/mean_length"].append(agg_completion_lengths.float().mean().item())'
+        in generate
+    )
+    assert (
+        "is_truncated = torch.tensor([ids[-1] not in eos_and_pad for ids in completion_ids], device=device)" in generate
+    )
     assert 'self._metrics[mode]["completions/clipped_ratio"].append(agg_is_truncated.float().mean().item())' in generate
     loss = source(GRPOTrainer._compute_loss)
     assert 'if self.beta != 0.0: self._metrics[mode]["kl"].append(global_masked_mean(per_token_kl))' in loss
     assert (
-        "old_per_token_logps = per_token_logps.detach() if old_per_token_logps is None else old_per_token_logps"
-        in loss
+        "old_per_token_logps = per_token_logps.detach() if old_per_token_logps is None else old_per_token_logps" in loss
     )
     assert "is_region_clipped = is_low_clipped | is_high_clipped" in loss
     # With num_iterations=1 and steps_per_generation=1 (the run's settings) TRL stores no old log-probs.

@@ -13,6 +13,7 @@ r"""从一个目录载入模型与分词器，交给 TRL 的 `GRPOTrainer`（第
 
 from __future__ import annotations
 
+# --8<-- [start:imports]
 import tempfile
 from typing import Any
 
@@ -22,17 +23,7 @@ from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 from rlhf_toy.integrations.chat import conversation, prompt_completion_ids, train_chat_tokenizer, worked_answer
 from rlhf_toy.tasks.addition import AdditionTask
 
-# 与第 10 章 `trl_grpo_config` 相同的 CPU 设置：全程 float32、不写检查点、不向任何服务报告、每步记一次日志
-CPU_SETTINGS: dict[str, Any] = dict(
-    use_cpu=True,
-    bf16=False,
-    gradient_checkpointing=False,
-    report_to="none",
-    save_strategy="no",
-    logging_steps=1,
-    disable_tqdm=True,
-    seed=0,
-)
+# --8<-- [end:imports]
 
 
 def make_chat_model(
@@ -153,6 +144,19 @@ def save_tiny_checkpoint(path: str, task: AdditionTask, problems: torch.Tensor, 
 
 
 # --8<-- [start:build_grpo_trainer]
+# 与第 10 章 `trl_grpo_config` 相同的 CPU 设置：全程 float32、不写检查点、不向任何服务报告、每步记一次日志
+CPU_SETTINGS: dict[str, Any] = dict(
+    use_cpu=True,
+    bf16=False,
+    gradient_checkpointing=False,
+    report_to="none",
+    save_strategy="no",
+    logging_steps=1,
+    disable_tqdm=True,
+    seed=0,
+)
+
+
 def build_grpo_trainer(
     path: str,
     problems: torch.Tensor,
