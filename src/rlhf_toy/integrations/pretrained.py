@@ -18,12 +18,36 @@ import tempfile
 from typing import Any
 
 import torch
-from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    PreTrainedTokenizerFast,
+    PrinterCallback,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+)
+from trl import GRPOConfig, GRPOTrainer
 
-from rlhf_toy.integrations.chat import conversation, prompt_completion_ids, train_chat_tokenizer, worked_answer
+from rlhf_toy.integrations.chat import (
+    chat_prompt_dataset,
+    chat_reward,
+    conversation,
+    prompt_completion_ids,
+    train_chat_tokenizer,
+    worked_answer,
+)
+from rlhf_toy.integrations.lora import lora_config
 from rlhf_toy.tasks.addition import AdditionTask
 
 # --8<-- [end:imports]
+
+
+def _check_inputs(problems: torch.Tensor, num_generations: int = 2) -> None:
+    """`problems` 要是 `(P, 2)`，`num_generations` 要 ≥ 2；否则抛 `ValueError`，写出参数名与形状。"""
+    if problems.ndim != 2 or problems.shape[1] != 2:
+        raise ValueError(f"problems 的形状是 {tuple(problems.shape)}，期望 (P, 2)")
+    if num_generations < 2:
+        raise ValueError(f"num_generations 应 ≥ 2（组内至少两个回答才有相对优势），实际是 {num_generations}")
 
 
 def make_chat_model(
@@ -87,8 +111,7 @@ def sft_on_worked_answers(
     Raises:
         ValueError: `problems` 不是 `(P, 2)`，或 `steps < 0`。
     """
-    if problems.ndim != 2 or problems.shape[1] != 2:
-        raise ValueError(f"problems 的形状是 {tuple(problems.shape)}，期望 (P, 2)")
+    _check_inputs(problems)
     if steps < 0:
         raise ValueError(f"steps 应 ≥ 0，实际是 {steps}")
     rows = [prompt_completion_ids(tokenizer, conversation(a, b, worked_answer(a, b))) for a, b in problems.tolist()]
@@ -129,8 +152,6 @@ def save_tiny_checkpoint(path: str, task: AdditionTask, problems: torch.Tensor, 
     Returns:
         `path`，可直接交给 `from_pretrained`。
     """
-    from transformers import AutoTokenizer
-
     tokenizer = train_chat_tokenizer(task.train[:2000])
     model = make_chat_model(tokenizer)
     model.save_pretrained(path)
@@ -187,16 +208,7 @@ def build_grpo_trainer(
     Raises:
         ValueError: `problems` 不是 `(P, 2)`，或 `num_generations < 2`。
     """
-    if problems.ndim != 2 or problems.shape[1] != 2:
-        raise ValueError(f"problems 的形状是 {tuple(problems.shape)}，期望 (P, 2)")
-    if num_generations < 2:
-        raise ValueError(f"num_generations 应 ≥ 2（组内至少两个回答才有相对优势），实际是 {num_generations}")
-    from transformers import AutoModelForCausalLM, AutoTokenizer, PrinterCallback
-    from trl import GRPOConfig, GRPOTrainer
-
-    from rlhf_toy.integrations.chat import chat_prompt_dataset, chat_reward
-    from rlhf_toy.integrations.lora import lora_config
-
+    _check_inputs(problems, num_generations)
     # 换成你的模型只改 `path` 这一行（例如 `Qwen/Qwen2.5-1.5B-Instruct`）；学习率、G、β 见第 13 章（续）的配方表
     model = AutoModelForCausalLM.from_pretrained(path)
     tokenizer = AutoTokenizer.from_pretrained(path)  # 带着对话模板；EOS 应是回合结束符
