@@ -14,7 +14,8 @@
 #
 # 在第 9、10 章的加法题上训练一个字节级 BPE 分词器，给它一段 ChatML 格式的对话模板；把题目写成对话、渲染、
 # 看损失掩码覆盖哪些 token；再用 peft 给第 10 章的极小 `Qwen2ForCausalLM` 装上 LoRA，数参数、关掉适配器、合并适配器。
-# 最后读缓存（`scripts/run_lora.py`）画出全参数与 LoRA 三次 GRPO 运行的奖励曲线。全部在 CPU 上运行，几秒钟。
+# 然后读缓存（`scripts/run_lora.py`）画出全参数与 LoRA 三次 GRPO 运行的奖励曲线；最后从目录载入模型与分词器，
+# 用 TRL 的 `GRPOTrainer` 只训练 LoRA 两步。全部在 CPU 上运行，十几秒。
 
 # %%
 # 在 Colab 里安装 rlhf_toy；本地已经安装时什么也不做。
@@ -142,6 +143,37 @@ if cache_path.exists():
     plt.show()
 else:
     print("没有找到 docs/data/lora.json（在 Colab 里请克隆仓库后再读，或自己运行 scripts/run_lora.py）")
+
+# %% [markdown]
+# ## 把它们放在一起：从目录载入，用 TRL 训练两步
+#
+# 本书不下载模型：先把一个极小模型与本章的分词器存进目录，再用 `from_pretrained(path)` 载入，
+# 组装 `GRPOTrainer`（对话格式的数据集、`chat_reward`、LoRA）。换成你的模型只改 `path`。
+
+# %%
+import tempfile  # noqa: E402
+
+from rlhf_toy.integrations.pretrained import build_grpo_trainer, save_tiny_checkpoint  # noqa: E402
+
+task = AdditionTask(seed=0, balanced=True)
+problems = task.train[:2]  # P = 2 道题
+path = save_tiny_checkpoint(tempfile.mkdtemp(), task, problems)  # 代替你的模型：一个存好的目录
+trainer = build_grpo_trainer(path, problems, num_generations=4, max_steps=2)
+tokenizer = trainer.processing_class
+print(f"载入的分词器：{type(tokenizer).__name__}，有对话模板：{tokenizer.chat_template is not None}，EOS = {tokenizer.eos_token}")
+trainable, total = count_parameters(trainer.model)
+only_lora = all("lora_" in name for name, p in trainer.model.named_parameters() if p.requires_grad)
+print(f"要训练 {trainable:,} 个参数（共 {total:,} 个），全是 LoRA 的：{only_lora}")
+before = {name: p.detach().clone() for name, p in trainer.model.named_parameters()}
+trainer.train()
+for log in trainer.state.log_history[:-1]:  # 最后一条是整次训练的汇总
+    print(f"第 {log['step']} 步：reward {log['reward']:.3f}，reward_std {log['reward_std']:.3f}，"
+          f"frac_reward_zero_std {log['frac_reward_zero_std']:.1f}，kl > 0：{log['kl'] > 0}")
+    print(f"  clip_ratio/region_mean {log['clip_ratio/region_mean']:.1f}，"
+          f"completions/mean_length {log['completions/mean_length']:.3f}，"
+          f"completions/clipped_ratio {log['completions/clipped_ratio']:.3f}")
+changed = [name for name, p in trainer.model.named_parameters() if not torch.equal(p.detach(), before[name])]
+print(f"变了的参数张量 {len(changed)} 个，全是 LoRA 的 A、B：{all('lora_' in name for name in changed)}")
 
 # %% [markdown]
 # ## 动手写：对话里回答的掩码

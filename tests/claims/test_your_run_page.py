@@ -308,3 +308,56 @@ def test_the_lora_and_full_runs_inherit_max_grad_norm_1():
     from trl import GRPOConfig
 
     assert GRPOConfig(output_dir="/tmp/unused", report_to=[], use_cpu=True, bf16=False).max_grad_norm == 1.0
+
+
+def test_the_logged_keys_the_end_to_end_run_prints():
+    # your-run.md, “把它们放在一起” (the list under the run): frac_reward_zero_std is the fraction of groups whose
+    # rewards have std 0 (grpo_trainer.py:2788, 2830); kl is logged only when beta != 0 (:3267-3268); with one
+    # optimizer step per generation the old log-probs are the current ones, detached, so the ratio is 1 and
+    # clip_ratio/region_mean is 0 (:3065-3066, :3276-3279); completions/clipped_ratio is the fraction whose last
+    # token is neither a stop token nor padding (:2302-2304).
+    score = source(GRPOTrainer._generate_and_score_completions)
+    assert "is_std_zero = torch.isclose(std_rewards, torch.zeros_like(std_rewards))" in score
+    assert 'self._metrics[mode]["frac_reward_zero_std"].append(is_std_zero.float().mean().item())' in score
+    generate = source(GRPOTrainer._generate)  # grpo_trainer.py:2193
+    assert (
+        'self._metrics[mode]["completions/mean_length"].append(agg_completion_lengths.float().mean().item())'
+        in generate
+    )
+    assert (
+        "is_truncated = torch.tensor([ids[-1] not in eos_and_pad for ids in completion_ids], device=device)" in generate
+    )
+    assert 'self._metrics[mode]["completions/clipped_ratio"].append(agg_is_truncated.float().mean().item())' in generate
+    loss = source(GRPOTrainer._compute_loss)
+    assert 'if self.beta != 0.0: self._metrics[mode]["kl"].append(global_masked_mean(per_token_kl))' in loss
+    assert (
+        "old_per_token_logps = per_token_logps.detach() if old_per_token_logps is None else old_per_token_logps" in loss
+    )
+    assert "is_region_clipped = is_low_clipped | is_high_clipped" in loss
+    # With num_iterations=1 and steps_per_generation=1 (the run's settings) TRL stores no old log-probs.
+    args = _args(max_steps=2)
+    assert (args.num_iterations, args.steps_per_generation) == (1, 1)
+
+
+def test_a_qwen2_directory_reloads_the_tokenizer_as_qwen2_tokenizer(tmp_path):
+    # your-run.md, box “存下再载入，分词器换了预分词”: transformers 5.24.0's AutoTokenizer ignores the saved
+    # tokenizer_class for model_type qwen2 (models/auto/tokenization_auto.py:392-424, qwen2 in
+    # MODELS_WITH_INCORRECT_HUB_TOKENIZER_CLASS; :864-899 picks the registered class) and Qwen2Tokenizer rebuilds the
+    # pre-tokenizer with Qwen2's regex, one digit per piece (models/qwen2/tokenization_qwen2.py:33, 75-86);
+    # vocabulary, merges and chat template are kept.
+    from transformers import AutoTokenizer
+    from transformers.models.auto import tokenization_auto
+    from transformers.models.qwen2 import tokenization_qwen2
+
+    assert "qwen2" in tokenization_auto.MODELS_WITH_INCORRECT_HUB_TOKENIZER_CLASS
+    assert r"|\p{N}|" in tokenization_qwen2.PRETOKENIZE_REGEX
+    from rlhf_toy.integrations.pretrained import make_chat_model
+
+    tokenizer = chat.train_chat_tokenizer(AdditionTask(seed=0, balanced=True).train[:2000])
+    tokenizer.save_pretrained(tmp_path)
+    assert type(AutoTokenizer.from_pretrained(tmp_path)).__name__ == "TokenizersBackend"  # no config.json: kept
+    make_chat_model(tokenizer).save_pretrained(tmp_path)
+    loaded = AutoTokenizer.from_pretrained(tmp_path)
+    assert type(loaded).__name__ == "Qwen2Tokenizer"
+    assert loaded.get_vocab() == tokenizer.get_vocab() and loaded.chat_template == tokenizer.chat_template
+    assert tokenizer.tokenize(" 81") == ["Ġ81"] and loaded.tokenize(" 81") == ["Ġ", "8", "1"]

@@ -85,6 +85,14 @@ def single_ops():
     show("softplus", F.softplus(x))
     show("float64 exp/log", torch.log1p(x.double().exp()))
     show("float64 sigmoid", torch.sigmoid(x.double()))  # SAPO gate in float64 (ratio-shaping.md)
+    # the transformers Qwen2 of chapters 10 and 13: SwiGLU's silu, RoPE's cos/sin, RMSNorm's mean of squares;
+    # the chapter-13 end-to-end run's SFT loss (per-token cross entropy over a 400-token vocabulary)
+    show("silu", F.silu(x))
+    show("cos/sin (RoPE)", torch.cat([torch.cos(x), torch.sin(x)]))
+    show("pow 2 mean (RMSNorm)", x.pow(2).mean(-1, keepdim=True))
+    logits400 = torch.randn(16, 400, 24, generator=torch.Generator().manual_seed(3))
+    targets = torch.randint(0, 400, (16, 24), generator=torch.Generator().manual_seed(4))
+    show("cross_entropy 400 none", F.cross_entropy(logits400, targets, reduction="none"))
     p = torch.nn.Parameter(torch.randn(192, 64))
     opt = torch.optim.AdamW([p], lr=3e-3, fused=True)
     for _ in range(3):
