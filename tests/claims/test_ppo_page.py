@@ -23,7 +23,8 @@ def test_trl_has_no_ppo_trainer():
 
 
 def test_trl_1_16_grpo_names_for_ppo_cliprange_clipfrac_and_kl_coef():
-    # ppo.md §截断: “TRL v1.12 的 PPOConfig.cliprange，默认 0.2；TRL 1.16 的 GRPO 里叫 epsilon” and “clipfrac …
+    # ppo.md §截断: “ε 是截断范围（TRL 1.16 GRPO 的 epsilon，默认 0.2）”, and the box “历史：TRL v1.12 的 PPOTrainer”,
+    # row 策略损失: “cliprange=0.2（TRL 1.16.0 的 GRPO 里叫 epsilon，默认也是 0.2）”; §截断: “clipfrac …
     # （TRL 1.16 的 GRPO 日志叫 clip_ratio/region_mean）”; §回报: “TRL v1.12 的 PPOConfig.kl_coef …；TRL 1.16 的 GRPO
     # 把 KL 放进损失，系数叫 beta”. TRL 1.16.0: trl/trainer/grpo_config.py:693-696 (epsilon, default 0.2),
     # :681 (beta); trl/trainer/grpo_trainer.py:3150 (beta times the KL term, added to the loss), :3273-3279 (the
