@@ -15,7 +15,8 @@ from .pinned import default_config, module_exists, module_source, source
 
 
 def test_trl_has_no_ppo_trainer():
-    # ppo.md, box “历史：TRL v1.12 的 PPOTrainer” and the TRL defaults quoted on the page (kl_coef 0.05,
+    # ppo.md, the opening “本书固定的 TRL 1.16.0 里已经没有 PPO” with its box “出处：TRL 的 PPO 是怎样被删除的”, the box
+    # “历史：TRL v1.12 的 PPOTrainer” and the TRL defaults quoted on the page (kl_coef 0.05,
     # cliprange, vf_coef 0.1, num_ppo_epochs 4, …): TRL 1.16 has no PPOTrainer at all, so none of these can be checked
     # against the pinned TRL; the page has to name the version it took them from.
     assert not module_exists("trl.experimental.ppo")
