@@ -28,8 +28,9 @@ def test_rloo_config_defaults():
 
 
 def test_rloo_config_inherits_decay_clipping_bf16_and_checkpointing():
-    # policy-gradient.md table row 优化: “学习率线性衰减到 0，梯度的全局范数截断在 1.0，bf16 混合精度（use_cpu=True 时仍按 bf16 自动混合精度跑），
-    # 梯度检查点”; and “w_i 的值是 1（TRL 默认的 bf16 下只差两次前向的 bf16 舍入）”.
+    # policy-gradient.md table row 优化: “学习率 10^-6，线性衰减到 0；梯度的全局范数截断在 1.0；bf16 混合精度”; the fold
+    # “深入：TRL、verl、OpenRLHF 的细节”: “TRL 还默认打开梯度检查点”, “设了之后仍按 bf16 自动混合精度跑”, and “TRL 默认开着
+    # bf16 混合精度，这个误差是 bf16 的”.
     args = config(RLOOConfig)
     assert args.lr_scheduler_type == "linear" and args.max_grad_norm == 1.0
     assert args.bf16 is True and args.gradient_checkpointing is True
@@ -37,13 +38,14 @@ def test_rloo_config_inherits_decay_clipping_bf16_and_checkpointing():
 
 
 def test_rloo_default_config_refuses_a_cpu_only_machine_without_use_cpu():
-    # policy-gradient.md table row 优化: “只有 CPU 的机器上，默认配置不设 use_cpu=True 就报错；设了之后按 bf16 自动混合精度跑”.
+    # policy-gradient.md fold “深入：TRL、verl、OpenRLHF 的细节”: “只有 CPU 的机器上，默认配置不设 use_cpu=True 就报错；
+    # 设了之后仍按 bf16 自动混合精度跑”.
     assert_refuses_cpu_only_machine_without_use_cpu(RLOOConfig)
 
 
 def test_rloo_config_refuses_one_generation():
-    # policy-gradient.md, “组内只有 1 个回答时 … TRL 的 RLOOConfig 直接拒绝 num_generations < 2 … 只有评估时
-    # num_generations_eval=1 才会走到 G = 1，那时 TRL 把优势置 0”.
+    # policy-gradient.md fold “深入：TRL、verl、OpenRLHF 的细节”: “组内只有 1 个回答时 … TRL 的 RLOOConfig 直接拒绝
+    # num_generations < 2 … 只有评估时 num_generations_eval=1 才会走到 G = 1，那时 TRL 把优势置 0”.
     with pytest.raises(ValueError, match="RLOO requires at least 2 generations per prompt"):
         config(RLOOConfig, num_generations=1)
     text = source(RLOOTrainer)
@@ -90,7 +92,9 @@ def test_rloo_logged_kl_is_a_token_mean():
 
 def test_rloo_baseline_is_the_explicit_leave_one_out_form():
     # advantages.py rloo_advantages docstring (shown on the page): “TRL RLOOTrainer 用左边的形式（逐个减去其余回答的
-    # 平均），并把所有奖励函数都返回 None 的回答排除在基线之外（分母是可打分回答数 − 1）”.
+    # 平均），并把所有奖励函数都返回 None 的回答排除在基线之外（分母是可打分回答数 − 1）”; policy-gradient.md table row
+    # 留一法的写法 “左边的形式”, and the fold “深入：TRL、verl、OpenRLHF 的细节”: “所有奖励函数都返回 None 的回答不进基线，
+    # 分母是可打分回答数 − 1”.
     text = source(RLOOTrainer)
     assert "unscorable_mask = torch.isnan(rewards_per_func).all(dim=1)" in text
     assert "rewards[unscorable_mask] = torch.nan" in text
@@ -113,8 +117,8 @@ def test_verl_rloo_is_the_k_over_k_minus_1_form_and_a_group_of_one_keeps_r():
 
 
 def test_verl_puts_kl_in_the_reward_only_when_asked():
-    # policy-gradient.md: “verl 在 algorithm.use_kl_in_reward=True（默认 False）时先把逐 token 的 −β·KL 并进
-    # token_level_rewards，compute_rloo_outcome_advantage 再对它求和做留一法”.
+    # policy-gradient.md fold “深入：TRL、verl、OpenRLHF 的细节”: “verl 在 algorithm.use_kl_in_reward=True（默认 False）时
+    # 先把逐 token 的 −β·KL 并进 token_level_rewards。compute_rloo_outcome_advantage 再对它求和做留一法，与 TRL 相同”.
     from verl.trainer.config.algorithm import AlgoConfig
 
     assert AlgoConfig().use_kl_in_reward is False
@@ -133,8 +137,8 @@ def test_verl_puts_kl_in_the_reward_only_when_asked():
 
 
 def test_dr_grpo_advantage_is_the_own_mean_in_trl_and_verl():
-    # policy-gradient.md: “verl/TRL 的 Dr. GRPO 优势（TRL scale_rewards="none"，verl norm_adv_by_std_in_grpo=False）
-    # 是含自己的组内平均，即本章的 mean”.
+    # policy-gradient.md box “玩具与论文、TRL 的不同”: “含自己的组内平均就是 Dr. GRPO 的优势（…；TRL scale_rewards="none"，
+    # verl norm_adv_by_std_in_grpo=False）”.
     text = source(GRPOTrainer)
     assert "advantages = rewards - mean_grouped_rewards" in text
     assert 'if self.scale_rewards != "none":' in text
@@ -148,8 +152,9 @@ def test_rloo_normalize_advantages_centres_and_scales():
 
 
 def test_rloo_one_update_per_generation_batch_by_default():
-    # policy-gradient.md: “每批只更新一次（num_iterations=1 且 steps_per_generation 等于 gradient_accumulation_steps，
-    # 即 TRL 的默认）时 … w_i 的值是 1”; “TRL 总是另做一次不求梯度的前向算 old_logps”; with a larger
+    # policy-gradient.md box “玩具与论文、TRL 的不同”: “每批只更新一次时（TRL 的默认），TRL 的截断损失与式 (pg-loss) 的
+    # 梯度相同”; the fold “深入：TRL、verl、OpenRLHF 的细节”: “这要求 num_iterations=1 且 steps_per_generation 等于
+    # gradient_accumulation_steps（TRL 的默认）”, “TRL 总是另做一次不求梯度的前向算 log π_old”; with a larger
     # steps_per_generation one generation batch feeds several optimizer steps.
     args = default_config(RLOOConfig)
     assert args.num_iterations == 1
@@ -175,8 +180,8 @@ def test_rloo_one_update_per_generation_batch_by_default():
 
 
 def test_rloo_old_logps_forward_keeps_dropout_by_default():
-    # policy-gradient.md: “且模型没有 dropout 或设了 disable_dropout=True（TRL 默认 False）时 … w_i 的值是 1”; “模型有
-    # dropout 时 … 这次不求梯度的前向也在训练模式下运行，两次前向的 dropout 掩码不同”.
+    # policy-gradient.md fold “深入：TRL、verl、OpenRLHF 的细节”: “还要求模型没有 dropout，或设了 disable_dropout=True
+    # （TRL 默认 False）”; “模型有 dropout 时 … 这次不求梯度的前向也在训练模式下运行，两次前向的 dropout 掩码不同”.
     assert default_config(RLOOConfig).disable_dropout is False
     assert "if args.disable_dropout: disable_dropout_in_model(model)" in source(RLOOTrainer)
     # the old_logps forward runs inside _prepare_inputs' train branch (mode = "train" iff self.model.training); TRL

@@ -15,7 +15,8 @@ from .pinned import default_config, module_exists, module_source, source
 
 
 def test_trl_has_no_ppo_trainer():
-    # ppo.md, box “历史：TRL v1.12 的 PPOTrainer” and the TRL defaults quoted on the page (kl_coef 0.05,
+    # ppo.md, the opening “本书固定的 TRL 1.16.0 里已经没有 PPO” with its box “出处：TRL 的 PPO 是怎样被删除的”, the box
+    # “历史：TRL v1.12 的 PPOTrainer” and the TRL defaults quoted on the page (kl_coef 0.05,
     # cliprange, vf_coef 0.1, num_ppo_epochs 4, …): TRL 1.16 has no PPOTrainer at all, so none of these can be checked
     # against the pinned TRL; the page has to name the version it took them from.
     assert not module_exists("trl.experimental.ppo")
@@ -23,7 +24,8 @@ def test_trl_has_no_ppo_trainer():
 
 
 def test_trl_1_16_grpo_names_for_ppo_cliprange_clipfrac_and_kl_coef():
-    # ppo.md §截断: “TRL v1.12 的 PPOConfig.cliprange，默认 0.2；TRL 1.16 的 GRPO 里叫 epsilon” and “clipfrac …
+    # ppo.md §截断: “ε 是截断范围（TRL 1.16 GRPO 的 epsilon，默认 0.2）”, and the box “历史：TRL v1.12 的 PPOTrainer”,
+    # row 策略损失: “cliprange=0.2（TRL 1.16.0 的 GRPO 里叫 epsilon，默认也是 0.2）”; §截断: “clipfrac …
     # （TRL 1.16 的 GRPO 日志叫 clip_ratio/region_mean）”; §回报: “TRL v1.12 的 PPOConfig.kl_coef …；TRL 1.16 的 GRPO
     # 把 KL 放进损失，系数叫 beta”. TRL 1.16.0: trl/trainer/grpo_config.py:693-696 (epsilon, default 0.2),
     # :681 (beta); trl/trainer/grpo_trainer.py:3150 (beta times the KL term, added to the loss), :3273-3279 (the
