@@ -18,6 +18,7 @@ import torch
 
 from rlhf_toy import TablePolicy, dpo_loss, group_advantages, grpo_loss
 from rlhf_toy.losses.aggregate import LOSS_TYPES, masked_mean
+from rlhf_toy.policies.concat import causal_lm_logits, concat_logps
 from rlhf_toy.policies.transformer import TinyTransformerPolicy, completion_mask, left_pad
 from rlhf_toy.tasks.addition import BOS, EOS, PAD, SCRATCH, VOCAB, AdditionTask, decode, encode, shapes
 
@@ -209,6 +210,38 @@ def test_logps_do_not_depend_on_how_much_padding():
     for extra in (1, 3):
         padded = torch.tensor([[PAD] * extra + prompt])
         assert torch.allclose(policy.logps(padded, completion), base, atol=1e-6)
+
+
+@pytest.mark.parametrize("tau", [1.0, 0.7])
+def test_concat_logps_equal_prefix_sharing_logps(tau):
+    """最简写法（拼接、整段前向、右移、gather）与共用提示词 K/V 的 policy.logps 给出相同的 logps 和梯度。"""
+    policy = tiny(temperature=tau)
+    prompts = AdditionTask(batch_size=16).prompts()  # 左填充、长短不一
+    completions, mask = policy.sample(prompts, 4)
+    group = prompts.repeat_interleave(4, dim=0)
+    right = torch.stack([torch.cat([r[r != PAD], r[r == PAD]]) for r in group])  # 右填充的同一批提示词
+    shared = policy.logps(group, completions)
+    plain = concat_logps(policy, group, completions)
+    assert plain.shape == completions.shape
+    assert torch.allclose(plain, shared, atol=1e-5, rtol=0)  # 注意力的形状不同，只差浮点舍入
+    assert torch.allclose(concat_logps(policy, right, completions), plain, atol=1e-5, rtol=0)
+    assert (plain[mask == 0] == 0).all()
+    g_plain = torch.autograd.grad(plain.sum(), policy.head.weight)[0]
+    g_shared = torch.autograd.grad(shared.sum(), policy.head.weight)[0]
+    assert torch.allclose(g_plain, g_shared, atol=1e-4, rtol=0)
+
+
+def test_concat_logps_bad_inputs():
+    policy = tiny()
+    prompts = AdditionTask(batch_size=4).prompts()
+    with pytest.raises(ValueError, match="completions"):
+        concat_logps(policy, prompts, torch.zeros(3, 2, dtype=torch.long))
+    with pytest.raises(ValueError, match="prompts"):
+        concat_logps(policy, prompts[0], torch.zeros(4, 2, dtype=torch.long))
+    with pytest.raises(ValueError, match="input_ids"):
+        concat_logps(policy, prompts, torch.zeros(4, 20, dtype=torch.long))
+    with pytest.raises(ValueError, match="attention_mask"):
+        causal_lm_logits(policy, prompts, torch.ones(4, 3))
 
 
 def test_kv_cache_sampler_agrees_with_full_recompute():

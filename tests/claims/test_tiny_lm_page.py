@@ -42,7 +42,7 @@ def test_grpo_trainer_lives_in_trl_trainer_grpo_trainer():
 
 
 def test_trl_log_probs_divide_the_logits_by_the_temperature():
-    # tiny-lm.md: “TRL 计算对数概率时也先把 logits 除以 τ”. In TRL 1.16 this is the fused LM head that
+    # tiny-lm.md: “TRL 算对数概率前，也先把 logits 除以同一个 τ”. In TRL 1.16 this is the fused LM head that
     # GRPOTrainer installs with temperature=args.temperature (not a line in _get_per_token_logps_and_entropies).
     torch.manual_seed(0)
     model = Qwen2ForCausalLM(
@@ -85,6 +85,8 @@ def test_mapping_table_names_exist():
         "_compute_loss",
     ):
         assert callable(getattr(GRPOTrainer, name)), name
+    # also 与论文 / TRL 的差异: “TRL 把提示词与回答拼好、每行各算一遍（同本章的 concat_logps）”:
+    # trl/trainer/grpo_trainer.py:3024-3025 (TRL 1.16.0) concatenates prompt_ids and completion_ids and their masks.
     assert "attention_mask = torch.cat([prompt_mask, completion_mask], dim=1)" in source(GRPOTrainer._compute_loss)
     # the record row: TRL logs the batch reward and the mean completion length under these names.
     text = source(GRPOTrainer)
@@ -394,6 +396,49 @@ def test_length_table_truncation_and_wrong_answer_lengths():
     dr = [r["length_wrong"] - d["length_wrong"] for r, d in zip(runs["dr_grpo"][1:], runs["dapo"][1:], strict=True)]
     assert min(grpo) > 0 and max(abs(x) for x in dr) < min(grpo) / 2
     assert all(round(rows[0]["length_wrong"], 2) == 8.50 and 4 < rows[-1]["length_wrong"] < 5 for rows in runs.values())
+
+
+def test_ramble0_control_supports_the_page():
+    # tiny-lm.md, 长度一课, 对照 (ramble=0, printed from docs/data/tiny_lm_ramble0.json): the cache comes from this code;
+    # “热启动之后答错的回答只比答对的长 0.31 个 token，被超长截停的几乎没有”; “grpo 与 dapo 之差……和 dr_grpo 与 dapo
+    # 之差一样大，都在随机波动的尺度之内”; “三种方式下答错的回答都从 5.89 个 token 变长到 6.6 以上”;
+    # the code section: “热启动之后，错误回答只比正确回答略长……三种汇总方式下的回答长度分不出差别”;
+    # the fold: “那里三种方式下答错的回答都在变长”. Contrast: with ramble=0.2 grpo - dapo stays above +0.2 (the table above).
+    import importlib.util
+    import json
+    import sys
+
+    from .pinned import DOCS
+
+    scripts = DOCS.parent / "scripts"
+    spec = importlib.util.spec_from_file_location("run_tiny_lm_ramble0", scripts / "run_tiny_lm_ramble0.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(scripts))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(scripts))
+    cache = json.loads((DOCS / "data" / "tiny_lm_ramble0.json").read_text(encoding="utf-8"))
+    assert cache["code_hash"] == module.code_hash(), "code changed: rerun scripts/run_tiny_lm_ramble0.py"
+    assert (cache["seed"], cache["ramble"]) == (0, 0.0)
+    assert 60 <= cache["cpu_seconds"] < 120  # “要一分多钟 CPU 时间”
+    runs = cache["runs"]
+    start = runs["dapo"][0]
+    assert round(start["length_wrong"] - start["length_correct"], 2) == 0.31
+    assert all(r["truncated"] < 0.015 for rows in runs.values() for r in rows)
+    gaps = {
+        k: [r["length_wrong"] - d["length_wrong"] for r, d in zip(runs[k][1:], runs["dapo"][1:], strict=True)]
+        for k in ("grpo", "dr_grpo")
+    }
+    assert max(abs(g) for g in gaps["grpo"]) < 0.15 and max(abs(g) for g in gaps["dr_grpo"]) < 0.15
+    assert max(abs(g) for g in gaps["grpo"]) < 1.5 * max(abs(g) for g in gaps["dr_grpo"])  # same scale
+    assert all(round(rows[0]["length_wrong"], 2) == 5.89 and rows[-1]["length_wrong"] > 6.6 for rows in runs.values())
+    with_habit = json.loads((DOCS / "data" / "tiny_lm_figures.json").read_text(encoding="utf-8"))["length_lesson"]["0"]
+    habit_gaps = [
+        r["length_wrong"] - d["length_wrong"]
+        for r, d in zip(with_habit["grpo"][1:], with_habit["dapo"][1:], strict=True)
+    ]
+    assert min(habit_gaps) > 0.2 > max(abs(g) for g in gaps["grpo"])
 
 
 def test_dpo_and_ppo_cache_supports_the_page():
