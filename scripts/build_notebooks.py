@@ -38,6 +38,7 @@ def build(py: Path) -> Path:
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.metadata.pop("jupytext", None)
     os.environ.pop("MPLBACKEND", None)
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"  # 存下的输出里不要带耗时的进度条
     NotebookClient(
         nb,
         timeout=600,
