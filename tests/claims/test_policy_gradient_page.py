@@ -28,7 +28,8 @@ def test_rloo_config_defaults():
 
 
 def test_rloo_config_inherits_decay_clipping_bf16_and_checkpointing():
-    # policy-gradient.md table row 优化: “学习率 10^-6，线性衰减到 0；梯度的全局范数截断在 1.0；bf16 混合精度”; the fold
+    # policy-gradient.md table row 优化: “学习率 10^-6，线性衰减到 0；梯度范数上限 1.0（`max_grad_norm`，全局范数超过就按比例缩小）；bf16
+    # 混合精度”; the fold
     # “深入：TRL、verl、OpenRLHF 的细节”: “TRL 还默认打开梯度检查点”, “设了之后仍按 bf16 自动混合精度跑”, and “TRL 默认开着
     # bf16 混合精度，这个误差是 bf16 的”.
     args = config(RLOOConfig)
@@ -67,7 +68,7 @@ def test_rloo_kl_goes_into_the_sequence_reward():
 
 
 def test_rloo_loss_uses_the_whole_answer_ratio():
-    # policy-gradient.md table row 损失: “TRL：整条回答的概率比 w_i = exp(Σ_t m log π_θ − Σ_t m log π_old)（不开 |y_i|
+    # policy-gradient.md table row 损失: “TRL：整条回答的比率 w_i = exp(Σ_t m log π_θ − Σ_t m log π_old)（不开 |y_i|
     # 次方，与第 6 章 GSPO 的序列级比率 s_i 不同），按 ε 截断”.
     text = source(RLOOTrainer)
     assert "logps = (per_token_logps * completion_mask).sum(1)" in text
