@@ -298,6 +298,34 @@ def test_trl_dapo_normalises_like_verl_token_mean():
     assert "batch_num_tokens: number of valid tokens in global batch" in agg
 
 
+def test_steps_per_generation_defaults_to_gradient_accumulation_steps():
+    # grpo.md, 四种汇总方式, paragraph after the table: “一批生成有 `generation_batch_size` 条回答，等于
+    # `per_device_train_batch_size` × 进程数 × `steps_per_generation`”; “`steps_per_generation` 是这批生成要分几个小批
+    # 做前向与反向，默认等于 `gradient_accumulation_steps`”. TRL 1.16.0 trl/trainer/grpo_config.py:528-530 (the help
+    # text) and :1098-1100 (__post_init__).
+    text = source(GRPOConfig.__post_init__)
+    assert "if self.generation_batch_size is None and self.steps_per_generation is None:" in text
+    assert "self.steps_per_generation = self.gradient_accumulation_steps" in text
+    assert (
+        "self.generation_batch_size = self.per_device_train_batch_size * num_processes * self.steps_per_generation"
+        in text
+    )
+    args = config(GRPOConfig, per_device_train_batch_size=8, gradient_accumulation_steps=4)
+    assert (args.steps_per_generation, args.generation_batch_size) == (4, 32)
+
+
+def test_trl_bnpo_divides_by_each_micro_batch_token_count():
+    # grpo.md, the same paragraph: “`bnpo` 在每个进程的每个小批之内按它自己的 token 数平均，再对这些小批取平均”
+    # (dapo: test_trl_dapo_normalises_like_verl_token_mean). TRL 1.16.0 trl/trainer/grpo_trainer.py:3158-3162: the
+    # micro-batch's own mask sum, then divided by the number of accumulation steps (DDP averages over processes).
+    text = source(GRPOTrainer._compute_loss)
+    bnpo = text[text.index('elif self.loss_type == "bnpo":') : text.index('elif self.loss_type == "dr_grpo":')]
+    assert "loss = (per_token_loss * mask).sum() / mask.sum().clamp(min=1.0)" in bnpo
+    assert 'normalizer = self.current_gradient_accumulation_steps if mode == "train" else 1.0' in bnpo
+    assert "loss = loss / normalizer" in bnpo
+    assert "num_items_in_batch" not in bnpo
+
+
 def test_trl_default_batch_is_one_prompt_per_optimizer_step():
     # grpo.md table row 每步的提示词 × 回答: “单进程默认每个优化步 1 个提示词 × 8”; the dr_grpo row: L =
     # max_completion_length = 512; sampling at temperature 1.0.
