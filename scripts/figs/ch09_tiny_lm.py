@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from figs.base import ROOT, WIDTH, Figure, panels, save
+from figs.base import GREY, ROOT, WIDTH, Figure, panels, save
 
 TINY_LM_CACHE = ROOT / "docs" / "data" / "tiny_lm_figures.json"
 TINY_LM_SEEDS = (0, 1, 2)
@@ -156,6 +156,49 @@ def tiny_lm_length(path: Path) -> None:
     save(axes[0].figure, path)
 
 
+def tiny_lm_shift(path: Path) -> None:
+    """右移一位：提示词与回答拼成一行，位置 s 的 logits 预测第 s+1 个 token，`gather` 后只留回答的 T 列（`concat_logps`）。"""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import FancyArrowPatch, Rectangle
+
+    from rlhf_toy.tasks.addition import BOS, EOS, VOCAB, encode
+
+    prompt, answer = [BOS, *encode("23+58=")], [*encode("81"), EOS]
+    ids = prompt + answer
+    n, T = len(ids), len(answer)
+    orange, light, grey_fill = "#d95f02", "#fdd9b5", "#e8e8e8"
+    fig, ax = plt.subplots(figsize=(WIDTH, 2.1), layout="constrained")
+    ax.set_axis_off()
+    ax.set_xlim(-2.4, n - 0.4)
+    ax.set_ylim(-0.95, 2.15)
+    w, h = 0.84, 0.6
+    for s, t in enumerate(ids):  # 上一行：拼好的 input_ids
+        fill = light if s >= len(prompt) else grey_fill
+        ax.add_patch(Rectangle((s - w / 2, 1.3), w, h, fc=fill, ec=GREY, lw=0.8))
+        ax.text(s, 1.6, VOCAB[t], ha="center", va="center", fontsize=7 if len(VOCAB[t]) > 1 else 10)
+        ax.text(s, 2.05, str(s), ha="center", va="center", fontsize=7, color=GREY)
+    for s in range(n - 1):  # 下一行：logits[:, :-1]，位置 s 预测第 s+1 个 token
+        kept = s >= n - 1 - T
+        ax.add_patch(Rectangle((s - w / 2, 0), w, h, fc=light if kept else "white", ec=orange if kept else GREY, lw=0.8))
+        ax.text(s, 0.3, str(s), ha="center", va="center", fontsize=9)
+        arrow = FancyArrowPatch(
+            (s + 0.1, h + 0.02), (s + 0.9, 1.28), arrowstyle="-|>", mutation_scale=7, lw=0.8,
+            color=orange if kept else GREY,
+        )  # fmt: skip
+        ax.add_patch(arrow)
+    ax.add_patch(Rectangle((n - 1 - w / 2, 0), w, h, fc="none", ec=GREY, lw=0.8, ls=":"))
+    ax.text(n - 1, 0.3, "×", ha="center", va="center", fontsize=10, color=GREY)
+    ax.text(-0.6, 1.6, "input_ids", ha="right", va="center", fontsize=9)
+    ax.text(-0.6, 0.3, "logits[:, :-1]", ha="right", va="center", fontsize=9)
+    last = len(prompt) - 2  # 位置 0…last 预测的是提示词自己的 token
+    ax.text(last / 2, -0.35, f"位置 0–{last} 预测提示词，不要", ha="center", va="center", fontsize=8, color=GREY)
+    ax.text(
+        n - 2 + w / 2, -0.7, f"gather 下一个 token，只留回答的 T = {T} 列", ha="right", va="center", fontsize=8,
+        color=orange,
+    )  # fmt: skip
+    save(fig, path)
+
+
 def refresh_cache() -> None:
     """重跑 `tiny_lm_runs`（几分钟），把结果与 `code_hash` 写进 docs/data/tiny_lm_figures.json。"""
     start = time.perf_counter()
@@ -172,4 +215,5 @@ CACHE = "docs/data/tiny_lm_figures.json"
 FIGURES = [
     Figure("tiny-lm-seconds", tiny_lm_seconds, "tiny-lm.md", cache=CACHE),
     Figure("tiny-lm-length", tiny_lm_length, "tiny-lm.md", cache=CACHE),
+    Figure("tiny-lm-shift", tiny_lm_shift, "tiny-lm.md"),
 ]

@@ -488,3 +488,49 @@ def test_uniform_sampling_box_supports_the_page():
     assert grpo["2+2"]["wrong"] < sft["2+2"]["wrong"] / 2
     assert all(0 <= sft[s]["wrong"] - grpo[s]["wrong"] <= 9 and frac(grpo, s, "wrong") > 0.6 for s in rare)
     assert all(0 <= sft[s]["all_wrong"] - grpo[s]["all_wrong"] <= 5 for s in rare)
+
+
+def test_default_config_reuses_the_current_log_probs_so_the_ratio_is_exactly_one():
+    # tiny-lm.md, 框“优化器与精度”: “TRL 默认配置下不另算旧策略的对数概率，直接用 per_token_logps.detach()，
+    # 所以比率的值恰为 1，bf16 下也一样”; “另算旧策略时（一批样本更新多次、生成与梯度累积不对齐、vLLM 校正），
+    # 两次前向的对数概率只在 bf16 舍入的精度内相同”.
+    # TRL 1.16.0 trl/trainer/grpo_trainer.py:2642-2657 (old-logp forward only if gradient_accumulation_steps %
+    # (steps_per_generation × num_iterations) != 0 or vLLM IS correction), :3065-3066 (detach), :3083-3095 (coef_1).
+    args = default_config(GRPOConfig)
+    generate_every = args.steps_per_generation * args.num_iterations
+    assert args.gradient_accumulation_steps % generate_every == 0  # no second forward under the defaults
+    assert args.use_vllm is False
+    text = source(GRPOTrainer)
+    assert "generate_every = self.args.steps_per_generation * self.num_iterations" in text
+    assert (
+        "if self.args.gradient_accumulation_steps % generate_every != 0 or ( self.use_vllm and "
+        "self.vllm_importance_sampling_correction ):" in text
+    )
+    loss = source(GRPOTrainer._compute_loss)
+    assert (
+        "old_per_token_logps = per_token_logps.detach() if old_per_token_logps is None else old_per_token_logps" in loss
+    )
+    assert "log_ratio = per_token_logps - old_per_token_logps" in loss
+    assert "coef_1 = torch.exp(log_importance_weights)" in loss
+    # exp(x − x.detach()) is exactly 1 in bf16, whatever the values
+    x = torch.randn(4, 7).to(torch.bfloat16).requires_grad_()
+    w = torch.exp(x - x.detach())
+    assert w.dtype == torch.bfloat16 and bool((w == 1).all())
+
+
+def test_reward_functions_get_prompt_completions_and_the_other_columns():
+    # tiny-lm.md, “换成 TRL 与你的模型”: “提示词放在 prompt 列”; “TRL 用关键字参数调用奖励函数：传入 prompts、completions、
+    # completion_ids，再加上数据集的其余各列。所以奖励函数要收 **kwargs；它返回一个浮点数列表，每条回答一个数”.
+    # TRL 1.16.0 trl/trainer/grpo_trainer.py:2338 (prompts from the "prompt" column), :1583-1598 (reward_kwargs: the
+    # other columns plus trainer_state, log_extra, log_metric), :1625-1636 (the call; one reward per completion).
+    assert 'prompts = [x["prompt"] for x in inputs]' in source(GRPOTrainer._generate_and_score_completions)
+    rewards = source(GRPOTrainer._calculate_rewards)
+    assert 'keys = [key for key in inputs[0] if key not in ["prompt", "completion", "completion_ids"]]' in rewards
+    assert "reward_kwargs = {key: [example[key] for example in inputs] for key in keys}" in rewards
+    assert 'reward_kwargs["trainer_state"] = self.state' in rewards  # extra keywords: the function needs **kwargs
+    assert (
+        "output_reward_func = reward_func( prompts=prompts, completions=completions, "
+        "completion_ids=completion_ids_list, **reward_kwargs )" in rewards
+    )
+    assert "if len(output_reward_func) != len(prompts):" in rewards
+    assert "torch.tensor(output_reward_func, dtype=torch.float32, device=device)" in rewards
