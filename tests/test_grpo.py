@@ -451,7 +451,7 @@ def test_advantage_scale_is_the_expected_group_advantage_gap(p):
     assert a1 - a0 == pytest.approx(advantage_scale(p), rel=1e-12)
     a1, a0 = expected_advantage_given_reward(p, eps=EPS_STD)  # TRL 的 eps 只改第四位有效数字
     assert a1 - a0 == pytest.approx(advantage_scale(p), rel=5e-4)
-    # “G = 8 时 c(p) 在 1.736 到 2.475 之间”：最小在 p = 1/2，上确界是 p → 0、1 的极限 (G − 1)√G / G。
+    # “G = 8 时，p 取遍 0 到 1，c(p) 在 1.736 到 2.475 之间”：最小在 p = 1/2，上确界是 p → 0、1 的极限 (G − 1)√G / G。
     assert 1.7358 < advantage_scale(p) < (G_STATIONARY - 1) * math.sqrt(G_STATIONARY) / G_STATIONARY
 
 

@@ -299,7 +299,7 @@ def test_trl_dapo_normalises_like_verl_token_mean():
 
 
 def test_steps_per_generation_defaults_to_gradient_accumulation_steps():
-    # grpo.md, 四种汇总方式, paragraph after the table: “一批生成有 `generation_batch_size` 条回答，等于
+    # grpo.md, 四种汇总方式, footnote [^batch-split]: “一批生成有 `generation_batch_size` 条回答，等于
     # `per_device_train_batch_size` × 进程数 × `steps_per_generation`”; “`steps_per_generation` 是这批生成要分几个小批
     # 做前向与反向，默认等于 `gradient_accumulation_steps`”. TRL 1.16.0 trl/trainer/grpo_config.py:528-530 (the help
     # text) and :1098-1100 (__post_init__).
@@ -315,7 +315,7 @@ def test_steps_per_generation_defaults_to_gradient_accumulation_steps():
 
 
 def test_trl_bnpo_divides_by_each_micro_batch_token_count():
-    # grpo.md, the same paragraph: “`bnpo` 在每个进程的每个小批之内按它自己的 token 数平均，再对这些小批取平均”
+    # grpo.md, the same footnote: “`bnpo` 在每个进程的每个小批之内按它自己的 token 数平均，再对这些小批取平均”
     # (dapo: test_trl_dapo_normalises_like_verl_token_mean). TRL 1.16.0 trl/trainer/grpo_trainer.py:3158-3162: the
     # micro-batch's own mask sum, then divided by the number of accumulation steps (DDP averages over processes).
     text = source(GRPOTrainer._compute_loss)
@@ -333,6 +333,14 @@ def test_trl_default_batch_is_one_prompt_per_optimizer_step():
     assert (args.num_generations, args.per_device_train_batch_size, args.generation_batch_size) == (8, 8, 8)
     assert (args.steps_per_generation, args.gradient_accumulation_steps) == (1, 1)
     assert (args.max_completion_length, args.temperature) == (512, 1.0)
+
+
+def test_mask_truncated_completions_defaults_to_false():
+    # grpo.md 动手前的清单, 被截停的回答: “`mask_truncated_completions` 默认 `False`，写到长度上限的回答照常进损失”.
+    # TRL 1.16.0 trl/trainer/grpo_config.py:836-837 (mask_truncated_completions: bool = field(default=False, ...)); the
+    # masking itself is guarded by trl/trainer/grpo_trainer.py:2488 (`if self.mask_truncated_completions:`).
+    assert default_config(GRPOConfig).mask_truncated_completions is False
+    assert "if self.mask_truncated_completions:" in source(GRPOTrainer._generate_and_score_completions)
 
 
 def test_trl_default_with_beta_keeps_group_scaling_and_corrected_k3():
