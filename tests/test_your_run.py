@@ -324,3 +324,16 @@ def test_build_grpo_trainer_checks_its_input(pretrained):
         pretrained.build_grpo_trainer("unused", problems[..., None])
     with pytest.raises(ValueError, match="num_generations"):
         pretrained.build_grpo_trainer("unused", problems, num_generations=1)
+
+
+def test_run_settings_drops_only_the_cpu_and_float32_switches_when_cpu_is_false(pretrained):
+    assert pretrained.run_settings(True) == pretrained.CPU_SETTINGS
+    gpu = pretrained.run_settings(cpu=False)
+    assert "use_cpu" not in gpu and "bf16" not in gpu
+    assert gpu == {k: v for k, v in pretrained.CPU_SETTINGS.items() if k not in ("use_cpu", "bf16")}
+    assert pretrained.CPU_SETTINGS["use_cpu"] is True  # 不改动共享的字典
+    with pytest.raises(ValueError, match="cpu 应是 bool"):
+        pretrained.run_settings("no")
+    problems = AdditionTask(seed=0, balanced=True).train[:2]
+    with pytest.raises(ValueError, match="cpu 应是 bool"):
+        pretrained.build_grpo_trainer("unused", problems, cpu=1)

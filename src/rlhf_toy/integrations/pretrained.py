@@ -6,7 +6,8 @@ r"""从一个目录载入模型与分词器，交给 TRL 的 `GRPOTrainer`（第
 * `save_tiny_checkpoint`：训练分词器、建模型、在几道题的写好的回答上做几十步 SFT（让奖励不全是 0），
   再把模型与分词器（连同对话模板）`save_pretrained` 到同一个目录；
 * `build_grpo_trainer`：`AutoModelForCausalLM.from_pretrained(path)`、`AutoTokenizer.from_pretrained(path)`，
-  对话格式的数据集、`chat_reward`、`lora_config()`，组装成 `GRPOTrainer`。换成你的模型只改 `path`。
+  对话格式的数据集、`chat_reward`、`lora_config()`，组装成 `GRPOTrainer`。
+  换成你的模型时，除了 `path`，还要在 GPU 上传 `cpu=False`，并按配方表改 β、学习率、G 与长度，换上你的奖励与数据集。
 
 需要 TRL 1.16、transformers、peft；只在装了它们时导入本模块。
 """
@@ -178,6 +179,25 @@ CPU_SETTINGS: dict[str, Any] = dict(
 )
 
 
+def run_settings(cpu: bool = True) -> dict[str, Any]:
+    """`GRPOConfig` 的运行设置：`cpu=True` 时是 `CPU_SETTINGS` 全部各项，False 时去掉 `use_cpu` 与 `bf16`。
+
+    Args:
+        cpu: 是否在 CPU 上用 float32 运行。
+
+    Returns:
+        一份新的字典，可用 `**` 展开交给 `GRPOConfig`。
+
+    Raises:
+        ValueError: `cpu` 不是 bool。
+    """
+    if not isinstance(cpu, bool):
+        raise ValueError(f"cpu 应是 bool，实际是 {type(cpu).__name__}")
+    if cpu:
+        return dict(CPU_SETTINGS)
+    return {k: v for k, v in CPU_SETTINGS.items() if k not in ("use_cpu", "bf16")}
+
+
 def build_grpo_trainer(
     path: str,
     problems: torch.Tensor,
@@ -186,12 +206,14 @@ def build_grpo_trainer(
     beta: float = 0.04,
     learning_rate: float = 1e-3,
     max_completion_length: int = 24,
+    cpu: bool = True,
 ) -> Any:
     """从目录 `path` 载入模型与分词器，组装只训练 LoRA 适配器的 `GRPOTrainer`（第 13 章的各部分放在一起）。
 
     每步 `P = len(problems)` 个提示词、每个生成 `G = num_generations` 个回答：TRL 1.16 的
     `per_device_train_batch_size` 按回答数计，所以是 `P * G`（单进程）。其余 GRPO 设置用 TRL 的默认值
     （`loss_type="dapo"`、`epsilon=0.2`、`num_iterations=1`、线性衰减的学习率），CPU 设置见 `CPU_SETTINGS`。
+    其余默认值（β、学习率、回答长度、步数、`chat_reward`）只为本书的 CPU 演示，真实运行要换掉。
 
     Args:
         path: 本地目录或模型中心的名字（例如 `"Qwen/Qwen2.5-1.5B-Instruct"`）；目录里要有模型与带对话模板的分词器。
@@ -201,15 +223,19 @@ def build_grpo_trainer(
         beta: KL 惩罚系数 $\beta$；大于 0 时 TRL 记录 `kl`。
         learning_rate: 学习率。
         max_completion_length: 回答的最大 token 数（写满就是超长截停）。
+        cpu: True 时用 `CPU_SETTINGS` 全部各项（CPU、float32）；False 时去掉其中的 `use_cpu` 与 `bf16`，
+            设备与精度用 TRL 的默认值（有 GPU 就用 GPU）。本书只跑 True。
 
     Returns:
         `trl.GRPOTrainer`；`trainer.model` 是装好 LoRA 适配器的 `PeftModel`，只有适配器的参数要训练。
 
     Raises:
-        ValueError: `problems` 不是 `(P, 2)`，或 `num_generations < 2`。
+        ValueError: `problems` 不是 `(P, 2)`，`num_generations < 2`，或 `cpu` 不是 bool。
     """
     _check_inputs(problems, num_generations)
-    # 换成你的模型只改 `path` 这一行（例如 `Qwen/Qwen2.5-1.5B-Instruct`）；学习率、G、β 见第 13 章（续）的配方表
+    settings = run_settings(cpu)
+    # 真实运行要改的不止 `path`（例如 `Qwen/Qwen2.5-1.5B-Instruct`）：在 GPU 上传 `cpu=False`（不用 CPU 与 float32）；
+    # β、学习率、G、回答长度与步数按第 13 章（续）的配方表；奖励函数与数据集换成你的任务
     model = AutoModelForCausalLM.from_pretrained(path)
     tokenizer = AutoTokenizer.from_pretrained(path)  # 带着对话模板；EOS 应是回合结束符
     P, G = len(problems), num_generations  # 每步 P 个提示词，每个生成 G 个回答
@@ -221,7 +247,7 @@ def build_grpo_trainer(
         max_completion_length=max_completion_length,
         beta=beta,
         learning_rate=learning_rate,
-        **CPU_SETTINGS,  # 与第 10 章相同：CPU、float32、不存检查点
+        **settings,  # cpu=True 时与第 10 章相同：CPU、float32、不存检查点
     )
     trainer = GRPOTrainer(
         model=model,
