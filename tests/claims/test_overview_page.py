@@ -18,8 +18,8 @@ from .pinned import DOCS, default_config, source
 
 def test_grpo_defaults_to_no_kl_and_no_reference_model():
     # overview.md “四个模型”: “TRL 1.16.0 的 `GRPOConfig` 默认 `beta=0.0`，这时连参考模型都不加载”; “运行结果”,
-    # footnote seed-trl-defaults: “TRL 1.16.0 的默认是 β = 0、`num_iterations=1`、`loss_type="dapo"`”; “直觉”:
-    # “TRL 1.16.0 的 GRPO 默认 β = 0，损失里没有 KL 项，这个差别不会出现”.
+    # footnote seed-trl-defaults: “TRL 1.16.0 的默认是 β = 0、`num_iterations=1`、`loss_type="dapo"`”;
+    # “带 KL 正则的目标”, after eq. (rlhf-optimum): “TRL 1.16.0 的 GRPO 默认 β = 0，损失里没有 KL 项，这个差别不会出现”.
     args = default_config(GRPOConfig)
     assert (args.beta, args.num_iterations, args.loss_type) == (0.0, 1, "dapo")
     assert "if self.beta == 0.0: # If beta is 0.0, the reference model is not needed self.ref_model = None" in source(
