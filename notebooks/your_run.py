@@ -159,7 +159,8 @@ from rlhf_toy.integrations.pretrained import build_grpo_trainer, save_tiny_check
 task = AdditionTask(seed=0, balanced=True)
 problems = task.train[:2]  # P = 2 道题
 path = save_tiny_checkpoint(tempfile.mkdtemp(), task, problems)  # 代替你的模型：一个存好的目录
-trainer = build_grpo_trainer(path, problems, num_generations=4, max_steps=2)
+# beta=0.04 只为让日志里出现 kl（β = 0 时 TRL 不记录它）；你自己的运行起步取默认的 0
+trainer = build_grpo_trainer(path, problems, num_generations=4, max_steps=2, beta=0.04)
 tokenizer = trainer.processing_class
 print(f"载入的分词器：{type(tokenizer).__name__}，有对话模板：{tokenizer.chat_template is not None}，EOS = {tokenizer.eos_token}")
 trainable, total = count_parameters(trainer.model)

@@ -354,7 +354,10 @@ def test_sft_loss_is_mean_negative_logp_on_answer_tokens():
 
 @pytest.mark.parametrize("loss_type", LOSS_TYPES)
 def test_per_token_gradient_weights_on_sampled_sequences(loss_type):
-    """式 eq:tiny-weights：w = 1 时 ∂loss/∂log π(y_{i,t}) = −Â_i · c_i，c_i 由 loss_type 决定；填充位置为 0。"""
+    """式 eq:tiny-weights：w = 1、β = 0 时 ∂loss/∂log π(y_{i,t}) = −Â_i · c_i，c_i 由 loss_type 决定；填充位置为 0。
+
+    β > 0 时另加 k3 的一项 β c_i (1 − π_ref/π_θ)。
+    """
     task = AdditionTask(scratch=4, max_completion_length=12)
     policy = tiny(task)
     prompts = task.prompts()[:4]
@@ -373,6 +376,13 @@ def test_per_token_gradient_weights_on_sampled_sequences(loss_type):
         "dr_grpo": torch.tensor(1 / (B * 12)),
     }[loss_type]
     assert torch.allclose(logps.grad, -advantages[:, None] * c * mask, atol=1e-7)
+    # tiny-lm.md under eq:tiny-weights: with β > 0 each token gets an extra β c_i (1 − π_ref/π_θ) m (eq:grpo-k3-grad)
+    logps.grad = None
+    ref_logps = logps.detach() + torch.linspace(-0.5, 0.5, logps.numel()).reshape(logps.shape)
+    loss, _ = grpo_loss(logps, None, ref_logps, advantages, mask, beta=0.04, loss_type=loss_type, max_completion_length=12)
+    loss.backward()
+    extra = 0.04 * c * (1 - torch.exp(ref_logps - logps.detach())) * mask
+    assert torch.allclose(logps.grad, -advantages[:, None] * c * mask + extra, atol=1e-7)
 
 
 # ---------------------------------------------------------------- 行为：快速版训练确实有用

@@ -271,6 +271,7 @@ def test_build_grpo_trainer_loads_from_the_path_and_trains_only_lora(pretrained,
     assert type(loaded).__name__ == "Qwen2Tokenizer"
     assert (tokenizer.tokenize(" = 81."), loaded.tokenize(" = 81.")) == (["Ġ=", "Ġ81", "."], ["Ġ=", "Ġ", "8", "1", "."])
     assert (trainer.args.per_device_train_batch_size, trainer.args.num_generations) == (8, 4)
+    assert trainer.args.beta == 0.0  # the default is the book's advice (ch. 6); the page passes 0.04 to show kl
     assert trainer.args.generation_batch_size == 8  # P × G completions per generation, one optimizer step each
     assert (trainer.args.use_cpu, trainer.args.bf16, trainer.args.gradient_checkpointing) == (True, False, False)
     trainable = [n for n, p in trainer.model.named_parameters() if p.requires_grad]
@@ -298,7 +299,7 @@ def test_without_sft_every_reward_is_zero_and_nothing_changes(pretrained, tmp_pa
     task = AdditionTask(seed=0, balanced=True)
     problems = task.train[:2]
     path = pretrained.save_tiny_checkpoint(str(tmp_path), task, problems, sft_steps=0)
-    trainer = pretrained.build_grpo_trainer(path, problems, num_generations=4, max_steps=2)
+    trainer = pretrained.build_grpo_trainer(path, problems, num_generations=4, max_steps=2, beta=0.04)  # as the page
     before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
     trainer.train()
     logs = trainer.state.log_history[:-1]

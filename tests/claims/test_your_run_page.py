@@ -71,7 +71,8 @@ def test_a_conversational_prompt_is_rendered_with_the_generation_prompt():
 
 def test_conversational_completions_reach_the_reward_as_assistant_messages():
     # your-run.md: “对话格式时，奖励函数收到的每条 completions 是 [{"role": "assistant", "content": 文本}]，
-    # 文本解码时去掉特殊 token（grpo_trainer.py:2229-2247）”
+    # 文本解码时去掉特殊 token（grpo_trainer.py:2229-2247）”; tiny-lm.md, “换成 TRL 与你的模型”: “prompt 列是消息列表
+    # （对话格式）时，completions 里每条回答也是消息列表：[{"role": "assistant", "content": 文本}]”
     text = source(GRPOTrainer._generate)
     assert 'completions = [[{"role": "assistant", "content": content}] for content in contents]' in text
     assert "contents = self.processing_class.batch_decode(completion_ids, skip_special_tokens=True)" in text

@@ -202,10 +202,10 @@ def build_grpo_trainer(
     path: str,
     problems: torch.Tensor,
     num_generations: int = 4,
-    max_steps: int = 2,
-    beta: float = 0.04,
-    learning_rate: float = 1e-3,
-    max_completion_length: int = 24,
+    max_steps: int = 2,  # 只为 CPU 演示；真实运行按任务定
+    beta: float = 0.0,  # 第 6 章的建议：起步不加 KL 项
+    learning_rate: float = 1e-3,  # 只为 CPU 演示的极小模型；真实模型见配方表
+    max_completion_length: int = 24,  # 只为 CPU 演示；按任务的回答长度定
     cpu: bool = True,
 ) -> Any:
     """从目录 `path` 载入模型与分词器，组装只训练 LoRA 适配器的 `GRPOTrainer`（第 13 章的各部分放在一起）。
@@ -213,14 +213,14 @@ def build_grpo_trainer(
     每步 `P = len(problems)` 个提示词、每个生成 `G = num_generations` 个回答：TRL 1.16 的
     `per_device_train_batch_size` 按回答数计，所以是 `P * G`（单进程）。其余 GRPO 设置用 TRL 的默认值
     （`loss_type="dapo"`、`epsilon=0.2`、`num_iterations=1`、线性衰减的学习率），CPU 设置见 `CPU_SETTINGS`。
-    其余默认值（β、学习率、回答长度、步数、`chat_reward`）只为本书的 CPU 演示，真实运行要换掉。
+    β 默认取 0（第 6 章的建议）；学习率、回答长度、步数的默认值与 `chat_reward` 只为本书的 CPU 演示，真实运行要换掉。
 
     Args:
         path: 本地目录或模型中心的名字（例如 `"Qwen/Qwen2.5-1.5B-Instruct"`）；目录里要有模型与带对话模板的分词器。
         problems: 形状 `(P, 2)` 的整数张量：训练集的题目（数据集有 `prompt`、`a`、`b` 三列）。
         num_generations: 每个提示词的回答数 $G$（≥ 2）。
         max_steps: 优化步数。
-        beta: KL 惩罚系数 $\beta$；大于 0 时 TRL 记录 `kl`。
+        beta: KL 惩罚系数 $\beta$；默认 0，大于 0 时 TRL 才记录 `kl`。
         learning_rate: 学习率。
         max_completion_length: 回答的最大 token 数（写满就是超长截停）。
         cpu: True 时用 `CPU_SETTINGS` 全部各项（CPU、float32）；False 时去掉其中的 `use_cpu` 与 `bf16`，
