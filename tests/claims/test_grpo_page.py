@@ -383,3 +383,38 @@ def test_footnote_definitions_do_not_swallow_body_text():
         if re.match(r"^\[\^[^\]]+\]:", line) and nxt.strip() and not nxt.startswith("    ") and not nxt.startswith("[^")
     ]
     assert bad == []
+
+
+def test_one_generation_batch_per_optimizer_step_example():
+    # grpo.md, “与论文 / TRL 的差异” box, the exception to “截断都不起作用”: “per_device_train_batch_size=8、
+    # gradient_accumulation_steps=4，steps_per_generation 取默认的 4 … 一批生成 32 条回答，正好喂一个优化步”;
+    # “把 steps_per_generation 改成 8：一批生成 64 条回答，要用两个优化步”. TRL 1.16.0 trl/trainer/grpo_config.py:1098-1100
+    # (generation_batch_size = per_device_train_batch_size × num_processes × steps_per_generation) and
+    # grpo_trainer.py's `gradient_accumulation_steps % generate_every != 0` (test above) decide the ratio.
+    base = config(GRPOConfig, per_device_train_batch_size=8, gradient_accumulation_steps=4)
+    assert base.steps_per_generation == 4 and base.generation_batch_size == 32
+    assert base.gradient_accumulation_steps % (base.steps_per_generation * base.num_iterations) == 0
+    split = config(GRPOConfig, per_device_train_batch_size=8, gradient_accumulation_steps=4, steps_per_generation=8)
+    assert split.generation_batch_size == 64
+    assert split.generation_batch_size // (split.per_device_train_batch_size * split.gradient_accumulation_steps) == 2
+    assert split.gradient_accumulation_steps % (split.steps_per_generation * split.num_iterations) != 0
+
+
+def test_lora_1p5b_start_is_a_valid_grpo_config_counted_in_completions():
+    # grpo.md, 动手前的清单: “TRL 的 per_device_train_batch_size 数的是回答条数 … 就设成 P×G”; “把
+    # per_device_train_batch_size 减半、gradient_accumulation_steps 加倍 … 一批生成仍正好一个优化步，比率仍恒为 1”.
+    # TRL 1.16.0 trl/trainer/grpo_config.py:1098-1100.
+    from rlhf_toy.studies.recipes import lora_1p5b_start
+
+    kwargs = {k: v for k, v in lora_1p5b_start(G=8, P=4).items() if k not in ("bf16", "gradient_checkpointing")}
+    args = config(GRPOConfig, **kwargs)
+    assert args.generation_batch_size == 4 * 8 and args.generation_batch_size // args.num_generations == 4
+    assert args.beta == 0.0 and args.loss_type == "dapo" and args.num_iterations == 1
+    # the recipe's comment “小于 1 即比例”: transformers 5.24.0 training_args.py:2158-2159 (get_warmup_steps)
+    assert args.get_warmup_steps(1000) == 100
+    assert args.gradient_accumulation_steps % (args.steps_per_generation * args.num_iterations) == 0
+    halved = config(GRPOConfig, **{**kwargs, "per_device_train_batch_size": 16, "gradient_accumulation_steps": 2})
+    assert halved.generation_batch_size == 32 and halved.steps_per_generation == 2
+    assert halved.gradient_accumulation_steps % (halved.steps_per_generation * halved.num_iterations) == 0
+    with pytest.raises(ValueError, match="G must be"):
+        lora_1p5b_start(G=1)

@@ -65,6 +65,8 @@ _DAPO = "DAPO (arXiv 2503.14476)"
 _DR = "Dr. GRPO (arXiv 2503.20783)"
 _DR_SH = "understand-r1-zero examples/qwen2.5-math-7b.sh (commit f6df97e), the paper's official script"
 _DAPO_SH = "verl recipe/dapo/run_dapo_qwen2.5_32b.sh (commit e2e729f), the official DAPO script"
+_OR1 = "open-r1 recipes/Qwen2.5-1.5B-Instruct/grpo/config_demo.yaml (commit bd581c7)"
+_OR1_UNSET = f"{_OR1}: not set in the file; the TRL default of that time applies"
 
 # --8<-- [start:recipes]
 RECIPES: dict[str, dict[str, Cell]] = {
@@ -142,6 +144,31 @@ RECIPES: dict[str, dict[str, Cell]] = {
         "steps_per_generation": Cell(None, f"{_DR_SH}: the count follows from oat's batch units, not checked here"),
         "loss_aggregation": Cell("seq-mean-token-sum-norm", f"{_DR} §3.1: token sum over a constant, no 1/|o_i|"),
     },
+    "Open-R1 1.5B": {
+        "num_generations": Cell(16, f"{_OR1}: num_generations: 16"),
+        "prompts_per_generation": Cell(
+            None, f"{_OR1}: per_device_train_batch_size 16 (completions) × processes ÷ G = 16; process count not given"
+        ),
+        "prompts_per_step": Cell(
+            "4 × 进程数",
+            f"{_OR1}: per_device_train_batch_size 16 (completions) × processes × gradient_accumulation_steps 4 "
+            "÷ G = 16; process count not given",
+        ),
+        "learning_rate": Cell(
+            2e-5,
+            f"{_OR1}: learning_rate: 2.0e-05 (cosine, warmup_ratio 0.1); full fine-tune (no LoRA), bf16, use_vllm, "
+            "gradient_checkpointing",
+        ),
+        "beta": Cell(None, _OR1_UNSET),
+        "kl_placement": Cell(None, _OR1_UNSET),
+        "epsilon": Cell(None, _OR1_UNSET),
+        "epsilon_high": Cell(None, _OR1_UNSET),
+        "temperature": Cell(None, _OR1_UNSET),
+        "max_completion_length": Cell(1024, f"{_OR1}: max_completion_length: 1024"),
+        "num_iterations": Cell(None, _OR1_UNSET),
+        "steps_per_generation": Cell(None, _OR1_UNSET),
+        "loss_aggregation": Cell(None, f"{_OR1}: loss_type {_OR1_UNSET.split(': ', 1)[1]}"),
+    },
     "TRL 1.16 默认": {
         "num_generations": Cell(8, f"{_TRL}:480"),
         "prompts_per_generation": Cell(1, f"{_TRL}:1100 (generation_batch_size 8 ÷ G = 8)"),
@@ -209,3 +236,43 @@ def format_cell(cell: Cell) -> str:
 
 
 # --8<-- [end:format_cell]
+
+
+# --8<-- [start:lora_1p5b_start]
+def lora_1p5b_start(G: int = 8, P: int = 4) -> dict[str, object]:
+    """一张 GPU、约 1.5B + LoRA 的 `GRPOConfig` 起点（未经本书验证），每一项的来源写在注释里。
+
+    Args:
+        G: 每题回答数 `num_generations`（int，≥ 2）。
+        P: 每个优化步的提示词数（int，≥ 1）。
+
+    Returns:
+        传给 `trl.GRPOConfig` 的关键字参数。`per_device_train_batch_size` 数的是回答条数，等于 `P * G`。
+
+    Raises:
+        ValueError: `G` 小于 2 或 `P` 小于 1。
+
+    Source: open-r1 recipes/Qwen2.5-1.5B-Instruct/grpo/config_demo.yaml (commit bd581c7)；
+    LoRA 学习率的经验法则见 Schulman 等 2025（LoRA Without Regret）；其余是 trl 1.16.0 的默认。
+    """
+    if G < 2:
+        raise ValueError(f"G must be >= 2 (a group needs two completions), got G={G}")
+    if P < 1:
+        raise ValueError(f"P must be >= 1, got P={P}")
+    return dict(
+        num_generations=G,  # TRL 默认 8；答对率接近 0 或 1 的题多时加大
+        per_device_train_batch_size=P * G,  # 数的是回答条数：P 道题 × G 条回答
+        gradient_accumulation_steps=1,  # 一批生成正好一个优化步，比率恒为 1
+        learning_rate=2e-4,  # Open-R1 1.5B 全参数的 2e-5 × 约 10（LoRA 的经验法则）
+        lr_scheduler_type="cosine",  # 同 Open-R1 1.5B 演示
+        warmup_steps=0.1,  # 小于 1 即比例：同 Open-R1 的 warmup_ratio 0.1
+        max_completion_length=1024,  # 按自己任务的回答长短定；Open-R1 1.5B 演示取 1024
+        beta=0.0,  # 不加 KL，也不载入参考模型（TRL 1.16 默认）
+        loss_type="dapo",  # TRL 1.16 默认
+        num_iterations=1,  # 每批生成只用一遍（TRL 1.16 默认）
+        bf16=True,  # 同 Open-R1 1.5B 演示
+        gradient_checkpointing=True,  # 同 Open-R1 1.5B 演示
+    )
+
+
+# --8<-- [end:lora_1p5b_start]
