@@ -148,8 +148,8 @@ else:
 # ## 把它们放在一起：从目录载入，用 TRL 训练两步
 #
 # 本书不下载模型：先把一个极小模型与本章的分词器存进目录，再用 `from_pretrained(path)` 载入，
-# 组装 `GRPOTrainer`（对话格式的数据集、`chat_reward`、LoRA）。换成你的模型时改的不止 `path`：
-# 在 GPU 上传 `cpu=False`，β、学习率、G 与长度按配方表，奖励与数据集换成你的任务。
+# 组装 `GRPOTrainer`（对话格式的数据集、`chat_reward`、LoRA）。这一屏只适合演示：
+# 真实运行从第 6 章“动手前的清单”里的起步配置写自己的 `GRPOConfig`，奖励与数据集换成你的任务。
 
 # %%
 import tempfile  # noqa: E402

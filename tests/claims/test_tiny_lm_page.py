@@ -528,6 +528,10 @@ def test_reward_functions_get_prompt_completions_and_the_other_columns():
     assert 'keys = [key for key in inputs[0] if key not in ["prompt", "completion", "completion_ids"]]' in rewards
     assert "reward_kwargs = {key: [example[key] for example in inputs] for key in keys}" in rewards
     assert 'reward_kwargs["trainer_state"] = self.state' in rewards  # extra keywords: the function needs **kwargs
+    # “另有几个辅助参数：trainer_state（训练进度），log_extra 与 log_metric（记录额外的列与指标），配了环境时还有 environments”
+    assert 'reward_kwargs["log_extra"] = self._log_completion_extra' in rewards
+    assert 'reward_kwargs["log_metric"] = self._log_metric' in rewards
+    assert 'if self.environments is not None: reward_kwargs["environments"] = self.environments' in rewards
     assert (
         "output_reward_func = reward_func( prompts=prompts, completions=completions, "
         "completion_ids=completion_ids_list, **reward_kwargs )" in rewards

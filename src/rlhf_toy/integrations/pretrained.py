@@ -7,7 +7,7 @@ r"""从一个目录载入模型与分词器，交给 TRL 的 `GRPOTrainer`（第
   再把模型与分词器（连同对话模板）`save_pretrained` 到同一个目录；
 * `build_grpo_trainer`：`AutoModelForCausalLM.from_pretrained(path)`、`AutoTokenizer.from_pretrained(path)`，
   对话格式的数据集、`chat_reward`、`lora_config()`，组装成 `GRPOTrainer`。
-  换成你的模型时，除了 `path`，还要在 GPU 上传 `cpu=False`，并按配方表改 β、学习率、G 与长度，换上你的奖励与数据集。
+  它只适合演示：`cpu=False` 只是不强制 CPU 与 float32，仍不存检查点；真实运行从第 6 章清单的起步配置写自己的 `GRPOConfig`。
 
 需要 TRL 1.16、transformers、peft；只在装了它们时导入本模块。
 """
@@ -234,8 +234,8 @@ def build_grpo_trainer(
     """
     _check_inputs(problems, num_generations)
     settings = run_settings(cpu)
-    # 真实运行要改的不止 `path`（例如 `Qwen/Qwen2.5-1.5B-Instruct`）：在 GPU 上传 `cpu=False`（不用 CPU 与 float32）；
-    # β、学习率、G、回答长度与步数按第 13 章（续）的配方表；奖励函数与数据集换成你的任务
+    # 这一屏是 CPU 演示。真实运行（例如 `Qwen/Qwen2.5-1.5B-Instruct`）从第 6 章清单的起步配置写自己的 GRPOConfig：
+    # cpu=False 只是不强制 CPU 与 float32，这里仍不存检查点、不开梯度检查点；奖励函数与数据集换成你的任务
     model = AutoModelForCausalLM.from_pretrained(path)
     tokenizer = AutoTokenizer.from_pretrained(path)  # 带着对话模板；EOS 应是回合结束符
     P, G = len(problems), num_generations  # 每步 P 个提示词，每个生成 G 个回答
