@@ -299,8 +299,8 @@ def test_trl_dapo_normalises_like_verl_token_mean():
 
 
 def test_steps_per_generation_defaults_to_gradient_accumulation_steps():
-    # grpo.md, 四种汇总方式, footnote [^batch-split]: “一批生成有 `generation_batch_size` 条回答，等于
-    # `per_device_train_batch_size` × 进程数 × `steps_per_generation`”; “`steps_per_generation` 是这批生成要分几个小批
+    # grpo.md, 四种汇总方式, TRL 里的一批: “一次生成的回答数是 `generation_batch_size`，等于
+    # `per_device_train_batch_size` × 进程数 × `steps_per_generation`”; “`steps_per_generation` 是这批生成分几个小批
     # 做前向与反向，默认等于 `gradient_accumulation_steps`”. TRL 1.16.0 trl/trainer/grpo_config.py:528-530 (the help
     # text) and :1098-1100 (__post_init__).
     text = source(GRPOConfig.__post_init__)
@@ -327,7 +327,8 @@ def test_trl_bnpo_divides_by_each_micro_batch_token_count():
 
 
 def test_trl_default_batch_is_one_prompt_per_optimizer_step():
-    # grpo.md table row 每步的提示词 × 回答: “单进程默认每个优化步 1 个提示词 × 8”; the dr_grpo row: L =
+    # grpo.md table row 每步的提示词 × 回答: “单进程默认每个优化步 1 个提示词 × 8” (and TRL 里的一批: “TRL 的默认是
+    # `per_device_train_batch_size=8`、$G = 8$、单卡时每步只有 1 道题”); the dr_grpo row: L =
     # max_completion_length = 512; sampling at temperature 1.0.
     args = default_config(GRPOConfig)
     assert (args.num_generations, args.per_device_train_batch_size, args.generation_batch_size) == (8, 8, 8)
