@@ -78,6 +78,7 @@ def _cases():
         "tiny_lm_figures.json": (ch09_tiny_lm.TINY_LM_HASHED, ["demos.tiny_lm"]),
         "tiny_lm_runs.json": (_script("run_tiny_lm").HASHED, ["demos.tiny_lm"]),
         "tiny_lm_ramble0.json": (_script("run_tiny_lm_ramble0").HASHED, ["demos.tiny_lm"]),
+        "baseline_shared.json": (_script("run_baseline_shared").HASHED, ["demos.tiny_lm", "train.reinforce"]),
         "ratio_shaping_runs.json": (
             _script("run_ratio_shaping").HASHED,
             ["studies.ratio_shaping", "train.grpo_family", "demos.tiny_lm"],
