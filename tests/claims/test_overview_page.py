@@ -19,12 +19,35 @@ from .pinned import DOCS, default_config, source
 def test_grpo_defaults_to_no_kl_and_no_reference_model():
     # overview.md “四个模型”: “TRL 1.16.0 的 `GRPOConfig` 默认 `beta=0.0`，这时连参考模型都不加载”; “运行结果”,
     # footnote seed-trl-defaults: “TRL 1.16.0 的默认是 β = 0、`num_iterations=1`、`loss_type="dapo"`”;
-    # “带 KL 正则的目标”, after eq. (rlhf-optimum): “TRL 1.16.0 的 GRPO 默认 β = 0，损失里没有 KL 项，这个差别不会出现”.
+    # “带 KL 正则的目标”, after eq. (rlhf-optimum): “TRL 1.16.0 的 GRPO 默认 β = 0，损失里没有 KL 项，也就没有这一处差别”;
+    # “直觉”: “TRL 的 GRPO 默认不加 KL 项（KL 系数 β = 0）”; the “前瞻” fold: “TRL 默认的 GRPO（β = 0）……满足第二条：
+    # 默认每批生成只更新一次” (steps_per_generation defaults to gradient_accumulation_steps, trl grpo_config.py:1099;
+    # the ratio is then 1, see test_ppo_page.py::test_grpo_ratio_is_one_under_trl_defaults); “运行结果”: “TRL 1.16.0 的
+    # 默认与此不同：β = 0，不加 KL 项；每批样本只更新一次”.
     args = default_config(GRPOConfig)
     assert (args.beta, args.num_iterations, args.loss_type) == (0.0, 1, "dapo")
+    assert args.steps_per_generation == args.gradient_accumulation_steps
     assert "if self.beta == 0.0: # If beta is 0.0, the reference model is not needed self.ref_model = None" in source(
         GRPOTrainer.__init__
     )
+
+
+def test_trl_default_grpo_reweights_the_gradient_by_prompt_and_by_batch_length():
+    # overview.md “直觉”: “TRL 的默认设置按提示词、按这批回答的长度，给梯度重新加了权”; the “前瞻” fold: “一是组内标准化：
+    # 每组奖励减去组内平均、再除以组内标准差（`scale_rewards="group"`）”; “二是 `loss_type="dapo"`：逐 token 损失加起来，
+    # 除以这批生成的 token 总数”; footnote seed-trl-defaults says the same of `dapo`. TRL 1.16.0: grpo_config.py:789
+    # (scale_rewards, default "group"); grpo_trainer.py:2498 (num_items_in_batch = the generation batch's mask sum,
+    # gathered over processes), :3168-3173 (dapo divides the masked sum by it, rescaled to one accumulation window).
+    args = default_config(GRPOConfig)
+    assert (args.scale_rewards, args.loss_type) == ("group", "dapo")
+    assert "num_items_in_batch = self.accelerator.gather(loss_mask.sum()).sum()" in source(GRPOTrainer)
+    loss = source(GRPOTrainer._compute_loss)
+    assert (
+        'elif self.loss_type in ["cispo", "dapo", "vespo"]: # `num_items_in_batch` spans the generation batch, '
+        "so rescale it to one accumulation window "
+        'normalizer = inputs["num_items_in_batch"].clamp(min=1.0) / self.accelerator.num_processes' in loss
+    )
+    assert "loss = (per_token_loss * mask).sum() / normalizer" in loss
 
 
 def test_trl_logs_the_sampled_reward_as_reward():
@@ -48,8 +71,9 @@ def test_history_keys_are_trl_metric_names():
 
 
 def test_loss_type_chooses_the_denominator_or_replaces_the_per_token_loss():
-    # overview.md “玩具在哪里做了简化”: “逐 token 损失按什么分母平均（TRL `loss_type` 中的 `grpo`、`bnpo`、`dr_grpo`、
-    # `dapo`）”; the “已测试” box: these four only change the denominator, `cispo`, `sapo`, `vespo` replace the
+    # overview.md “玩具在哪里做了简化”: “逐 token 损失怎样加成一个数也是这样：先在每条回答内平均，还是除以整批的
+    # token 总数，或是除以一个常数。TRL 用 `loss_type` 选择”; the “已测试” box: `grpo`、`bnpo`、`dr_grpo`、`dapo` only
+    # change the denominator, `cispo`, `sapo`, `vespo` replace the
     # per-token loss (grpo.md, the loss_type bullet of its “与论文 / TRL 的差异” box, says the same).
     help_text = GRPOConfig.__dataclass_fields__["loss_type"].metadata["help"]
     for value in ("grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo"):

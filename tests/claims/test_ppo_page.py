@@ -223,3 +223,21 @@ def test_grpo_ratio_is_one_under_trl_defaults():
         "old_per_token_logps = per_token_logps.detach() if old_per_token_logps is None else old_per_token_logps"
         in source(GRPOTrainer._compute_loss)
     )
+
+
+def test_grpo_default_dapo_is_the_masked_token_mean_of_the_ppo_loss():
+    # ppo.md §截断, under eq. (ppo-policy-loss): “上横线表示在掩码内按 token 平均：整批所有真实 token 的损失加起来，
+    # 除以这些 token 的个数。TRL 的 GRPO 默认（`loss_type="dapo"`）在单卡、不做梯度累积时也这样汇总”. TRL 1.16.0:
+    # grpo_trainer.py:2498 (num_items_in_batch = the mask sum of the generation batch), :3168-3173 (dapo divides the
+    # masked sum by it / num_processes × current_gradient_accumulation_steps / steps_per_generation, i.e. by the batch's
+    # token count with one process and gradient_accumulation_steps = steps_per_generation = 1, the defaults).
+    args = default_config(GRPOConfig)
+    assert args.loss_type == "dapo"
+    assert args.gradient_accumulation_steps == 1 and args.steps_per_generation == 1
+    assert "num_items_in_batch = self.accelerator.gather(loss_mask.sum()).sum()" in source(GRPOTrainer)
+    loss = source(GRPOTrainer._compute_loss)
+    assert 'normalizer = inputs["num_items_in_batch"].clamp(min=1.0) / self.accelerator.num_processes' in loss
+    assert (
+        "normalizer = normalizer * self.current_gradient_accumulation_steps / self.args.steps_per_generation" in loss
+    )
+    assert "loss = (per_token_loss * mask).sum() / normalizer" in loss
