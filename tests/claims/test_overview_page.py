@@ -20,7 +20,7 @@ def test_grpo_defaults_to_no_kl_and_no_reference_model():
     # overview.md “四个模型”: “TRL 1.16.0 的 `GRPOConfig` 默认 `beta=0.0`，这时连参考模型都不加载”; “运行结果”,
     # footnote seed-trl-defaults: “TRL 1.16.0 的默认是 β = 0、`num_iterations=1`、`loss_type="dapo"`”;
     # “带 KL 正则的目标”, after eq. (rlhf-optimum): “TRL 1.16.0 的 GRPO 默认 β = 0，损失里没有 KL 项，也就没有这一处差别”;
-    # “直觉”: “TRL 的 GRPO 默认不加 KL 项（KL 系数 β = 0）”; the “前瞻” fold: “TRL 默认的 GRPO（β = 0）……满足第二条：
+    # “直觉”: “TRL 默认不加（KL 系数 β = 0）”; the “前瞻” fold: “TRL 默认的 GRPO（β = 0）……满足第二条：
     # 默认每批生成只更新一次” (steps_per_generation defaults to gradient_accumulation_steps, trl grpo_config.py:1099;
     # the ratio is then 1, see test_ppo_page.py::test_grpo_ratio_is_one_under_trl_defaults); “运行结果”: “TRL 1.16.0 的
     # 默认与此不同：β = 0，不加 KL 项；每批样本只更新一次”.
@@ -33,7 +33,7 @@ def test_grpo_defaults_to_no_kl_and_no_reference_model():
 
 
 def test_trl_default_grpo_reweights_the_gradient_by_prompt_and_by_batch_length():
-    # overview.md “直觉”: “TRL 的默认设置按提示词、按这批回答的长度，给梯度重新加了权”; the “前瞻” fold: “一是组内标准化：
+    # overview.md “直觉”: “只是每一步的梯度被重新加了权（下面的折叠框）”; the “前瞻” fold: “一是组内标准化：
     # 每组奖励减去组内平均、再除以组内标准差（`scale_rewards="group"`）”; “二是 `loss_type="dapo"`：逐 token 损失加起来，
     # 除以这批生成的 token 总数”; footnote seed-trl-defaults says the same of `dapo`. TRL 1.16.0: grpo_config.py:789
     # (scale_rewards, default "group"); grpo_trainer.py:2498 (num_items_in_batch = the generation batch's mask sum,
