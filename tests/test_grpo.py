@@ -493,3 +493,20 @@ def test_expected_grpo_gradient_vanishes_at_the_stationary_point():
         pi_star = reverse_kl_optimum(ref_logps[prompt], rewards, beta)
         assert expected_gradient(pi_star, prompt, c).abs().max() > 1e-2
     assert sum(stationary) / len(stationary) == pytest.approx(0.8322, abs=5e-5)
+
+
+# ---------------------------------------------------------------- “一屏读完”里两行设置的对照表
+
+
+def test_book_defaults_are_the_first_row_of_the_settings_table():
+    # docs/grpo.md，一屏读完：“调用本书的 `GRPOConfig` 时不写这几个参数，得到的是第一行；
+    # `grpo_loss` 不写 `beta`、`loss_type` 时也一样。”第一行：β = 0.04、更新 2 次、`grpo`、学习率 0.5。
+    import inspect
+
+    from rlhf_toy.losses.minimal import minimal_grpo_loss
+
+    config = GRPOConfig()
+    assert (config.beta, config.num_iterations, config.loss_type, config.learning_rate) == (0.04, 2, "grpo", 0.5)
+    params = inspect.signature(grpo_loss).parameters
+    assert (params["beta"].default, params["loss_type"].default) == (0.04, "grpo")
+    assert inspect.signature(minimal_grpo_loss).parameters["beta"].default == 0.04
