@@ -36,6 +36,29 @@ def test_chapter_config_is_trl_default():
     assert AdditionTask(seed=0).make_policy().temperature == 1.0
 
 
+def test_epsilon_high_does_not_act_with_one_update_per_batch():
+    # tiny-lm.md, under the chapter's config: “本章每批只更新一次（num_iterations=1），比率恒为 1，截断不起作用。
+    # 所以配置里 DAPO 的 epsilon_high=0.28 … 在本章也不起作用，去掉它，本章的结果一位不变”.
+    # grpo_loss with old_logps=None uses logps.detach(): the ratio is exactly 1, inside [1 - 0.2, 1 + 0.28] and
+    # [1 - 0.2, 1 + 0.2] alike. Three steps from one random start, with and without epsilon_high, bit for bit.
+    from rlhf_toy.demos.tiny_lm import grpo_config
+    from rlhf_toy.tasks.addition import AdditionTask
+    from rlhf_toy.train.grpo import train_grpo
+
+    def run(**overrides):
+        torch.manual_seed(0)
+        task = AdditionTask(seed=0, balanced=True)
+        policy = task.make_policy()
+        config = grpo_config(True, steps=3, max_completion_length=task.max_completion_length, **overrides)
+        history = train_grpo(policy, task, config)
+        return policy.state_dict(), history
+
+    (with_high, h1), (without, h2) = run(), run(epsilon_high=None)
+    assert grpo_config().epsilon_high == 0.28
+    assert h1 == h2 and all(r["clip_ratio"] == 0 for r in h1)
+    assert all(torch.equal(with_high[k], without[k]) for k in with_high)
+
+
 def test_grpo_trainer_lives_in_trl_trainer_grpo_trainer():
     # tiny-lm.md, heading of the mapping table: “TRL GRPOTrainer（trl/trainer/grpo_trainer.py）”.
     assert inspect.getsourcefile(GRPOTrainer).endswith("trl/trainer/grpo_trainer.py")
@@ -538,3 +561,49 @@ def test_reward_functions_get_prompt_completions_and_the_other_columns():
     )
     assert "if len(output_reward_func) != len(prompts):" in rewards
     assert "torch.tensor(output_reward_func, dtype=torch.float32, device=device)" in rewards
+
+
+def test_fused_head_computes_in_chunks_without_the_full_logits():
+    # tiny-lm.md, under concat_logps: “TRL 用融合输出层（fused LM head，把输出层与 log-softmax 合成一步、分块计算）
+    # 避开了它，不生成完整的 logits”; the fold: “TRL 的融合输出层也是这样：分块投影，反向时重算每一块”.
+    # TRL 1.16.0 trl/trainer/utils.py:1555-1556 (add_fused_lm_head docstring), trl/kernels/chunked_logprob.py:299-307.
+    from trl.kernels import ChunkedLogProbFunction
+
+    doc = " ".join(add_fused_lm_head.__doc__.split())
+    assert "without materializing the `(batch, seq_len, vocab)` logits" in doc
+    kernel = " ".join(ChunkedLogProbFunction.__doc__.split())
+    assert "without materializing the `[N, V]` logits" in kernel
+    assert "The backward recomputes each tile" in kernel
+    assert "_ChunkedLogProbFunction.apply(" in inspect.getsource(add_fused_lm_head)
+
+
+def test_generate_defaults_to_top_k_50_and_trl_to_no_truncation():
+    # tiny-lm.md, 从 Hugging Face 模型采样: “不设时 transformers 取 top_k=50，采样分布就不是 softmax(z/τ)”;
+    # “TRL 的 GRPOConfig 默认 top_k=0、top_p=1.0，也不截掉词表”.
+    # transformers 5.24.0 generation/configuration_utils.py:602-618 (defaults for unset fields), generation/utils.py:1622
+    # (top_k 0 adds no TopKLogitsWarper); TRL 1.16.0 grpo_config.py:536-548, grpo_trainer.py:1154-1166.
+    import transformers.generation.utils as generation_utils
+    from transformers import GenerationConfig
+
+    defaults = GenerationConfig._get_default_generation_params()
+    assert (defaults["top_k"], defaults["top_p"]) == (50, 1.0)
+    assert "if generation_config.top_k is not None and generation_config.top_k != 0:" in inspect.getsource(
+        generation_utils
+    )
+    args = default_config(GRPOConfig)
+    assert (args.top_k, args.top_p) == (0, 1.0)
+    init = source(GRPOTrainer.__init__)
+    assert '"top_k": self.top_k,' in init and '"top_p": self.top_p,' in init
+
+
+def test_generate_repeats_each_prompt_in_adjacent_rows_and_pads_after_eos():
+    # tiny-lm.md, 从 Hugging Face 模型采样: “num_return_sequences=G  # 同一个提示词的 G 行相邻” (the page's block also
+    # asserts it on its own output). transformers 5.24.0 generation/utils.py:1223-1227.
+    from transformers.generation.utils import GenerationMixin
+
+    text = source(GenerationMixin._expand_inputs_for_generation)
+    assert "input_ids = input_ids.repeat_interleave(expand_size, dim=0)" in text
+    # “回答在 EOS 处停下，之后填 PAD”: generation/utils.py:3283, rows that have finished get pad_token_id.
+    assert "next_tokens = next_tokens * unfinished_sequences + pad_token_id * (1 - unfinished_sequences)" in source(
+        GenerationMixin._sample
+    )
