@@ -299,10 +299,10 @@ def test_trl_dapo_normalises_like_verl_token_mean():
 
 
 def test_steps_per_generation_defaults_to_gradient_accumulation_steps():
-    # grpo.md, 四种汇总方式, TRL 里的一批: “一次生成的回答数是 `generation_batch_size`，等于
+    # grpo.md, 动手前的清单, 你的配置里的一批: “一次生成的回答数是 `generation_batch_size`，等于
     # `per_device_train_batch_size` × 进程数 × `steps_per_generation`”; “`steps_per_generation` 是这批生成分几个小批
-    # 做前向与反向，默认等于 `gradient_accumulation_steps`”. TRL 1.16.0 trl/trainer/grpo_config.py:528-530 (the help
-    # text) and :1098-1100 (__post_init__).
+    # 做前向与反向，默认等于 `gradient_accumulation_steps`” (the page's worked example prints these from GRPOConfig).
+    # TRL 1.16.0 trl/trainer/grpo_config.py:528-530 (the help text) and :1098-1100 (__post_init__).
     text = source(GRPOConfig.__post_init__)
     assert "if self.generation_batch_size is None and self.steps_per_generation is None:" in text
     assert "self.steps_per_generation = self.gradient_accumulation_steps" in text
@@ -327,13 +327,44 @@ def test_trl_bnpo_divides_by_each_micro_batch_token_count():
 
 
 def test_trl_default_batch_is_one_prompt_per_optimizer_step():
-    # grpo.md table row 每步的提示词 × 回答: “单进程默认每个优化步 1 个提示词 × 8” (and TRL 里的一批: “TRL 的默认是
-    # `per_device_train_batch_size=8`、$G = 8$、单卡时每步只有 1 道题”); the dr_grpo row: L =
-    # max_completion_length = 512; sampling at temperature 1.0.
+    # grpo.md table row 每步的提示词 × 回答: “单进程默认每个优化步 1 个提示词 × 8” (and 你的配置里的一批: “TRL 的默认在
+    # 单卡上每次生成只有 1 道题”); the dr_grpo row: L = max_completion_length = 512; sampling at temperature 1.0.
     args = default_config(GRPOConfig)
     assert (args.num_generations, args.per_device_train_batch_size, args.generation_batch_size) == (8, 8, 8)
     assert (args.steps_per_generation, args.gradient_accumulation_steps) == (1, 1)
     assert (args.max_completion_length, args.temperature) == (512, 1.0)
+
+
+def test_epsilon_high_does_nothing_while_the_ratio_is_1():
+    # grpo.md, 动手前的清单: “它的 `epsilon_high`（clip-higher）只在比率不等于 1 时起作用”; “按本清单每批生成只做一个
+    # 优化步，比率恒为 1，`epsilon_high` 设成多少都不起作用”. TRL 1.16.0's own _compute_loss (trl/trainer/grpo_trainer.py:
+    # 3095, 3113-3120 build the clipped token loss from exp(logps - old_logps) with epsilon_low/epsilon_high; without old
+    # log-probs, old = logps.detach(), test_old_logps_are_the_current_ones_detached_when_not_computed). float64.
+    advantages = torch.tensor([1.5, -0.5, -0.5, -0.5], dtype=torch.float64)
+    mask = torch.ones(4, 3, dtype=torch.float64)
+
+    def loss_and_grad(epsilon_high, old_logps):
+        logps = torch.full((4, 3), -1.0, dtype=torch.float64, requires_grad=True)
+        loss, _ = trl_grpo_loss(
+            logps, mask, advantages, old_logps, loss_type="dapo", beta=0.0, epsilon_high=epsilon_high
+        )
+        return loss.item(), torch.autograd.grad(loss, logps)[0]
+
+    on_policy = [loss_and_grad(eps, None) for eps in (None, 0.28, 1.0)]
+    assert all(loss == on_policy[0][0] and torch.equal(grad, on_policy[0][1]) for loss, grad in on_policy)
+    stale = torch.full((4, 3), -1.0 - 0.25, dtype=torch.float64)  # ratio exp(0.25) ≈ 1.28 on every token
+    (_, low), (_, high) = loss_and_grad(None, stale), loss_and_grad(0.3, stale)
+    assert low[0].abs().max().item() == 0.0  # A > 0 and ratio above 1 + 0.2: clipped, no gradient
+    assert high[0].abs().min().item() > 0.01  # epsilon_high = 0.3 keeps it
+
+
+def test_lora_goes_to_the_trainer_as_peft_config_not_into_grpo_config():
+    # grpo.md, 动手前的清单: “LoRA 本身不在 `GRPOConfig` 里。它是一个 `peft.LoraConfig`，作为 `peft_config` 交给
+    # `GRPOTrainer`”. TRL 1.16.0 trl/trainer/grpo_trainer.py:319 (the peft_config parameter) and :439-442 (it must be a
+    # peft.PeftConfig); no GRPOConfig field is about LoRA or peft.
+    assert "peft_config" in inspect.signature(GRPOTrainer.__init__).parameters
+    assert "if not isinstance(peft_config, PeftConfig):" in source(GRPOTrainer.__init__)
+    assert not [f.name for f in dataclasses.fields(GRPOConfig) if "lora" in f.name or "peft" in f.name]
 
 
 def test_mask_truncated_completions_defaults_to_false():
@@ -402,9 +433,9 @@ def test_one_generation_batch_per_optimizer_step_example():
 
 
 def test_lora_1p5b_start_is_a_valid_grpo_config_counted_in_completions():
-    # grpo.md, 动手前的清单: “TRL 的 per_device_train_batch_size 数的是回答条数 … 就设成 P×G”; “把
-    # per_device_train_batch_size 减半、gradient_accumulation_steps 加倍 … 一批生成仍正好一个优化步，比率仍恒为 1”.
-    # TRL 1.16.0 trl/trainer/grpo_config.py:1098-1100.
+    # grpo.md, 动手前的清单, 你的配置里的一批: “`per_device_train_batch_size` 数的是一张卡一次前向与反向的**回答**条数
+    # … 就设成 P×G”; “把 per_device_train_batch_size 减半、gradient_accumulation_steps 加倍 … 一批生成仍正好一个
+    # 优化步，比率仍恒为 1”. TRL 1.16.0 trl/trainer/grpo_config.py:1098-1100.
     from rlhf_toy.studies.recipes import lora_1p5b_start
 
     kwargs = {k: v for k, v in lora_1p5b_start(G=8, P=4).items() if k not in ("bf16", "gradient_checkpointing")}
