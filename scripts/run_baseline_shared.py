@@ -16,7 +16,6 @@
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 import sys
 import time
@@ -31,7 +30,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from run_tiny_lm import HASHED as TINY_LM_HASHED  # noqa: E402 - rlhf_toy.demos.tiny_lm 导入的全部模块
 
 import rlhf_toy  # noqa: E402, F401 - 固定数值设置，必须在任何张量计算之前
-from rlhf_toy._code_hash import code_text, sources_hash  # noqa: E402
+from rlhf_toy._code_hash import script_hash  # noqa: E402
 from rlhf_toy._threads import single_thread  # noqa: E402
 from rlhf_toy.demos.tiny_lm import grpo_config, warm_start  # noqa: E402
 from rlhf_toy.train.grpo import train_grpo  # noqa: E402
@@ -53,9 +52,7 @@ RUNS = {  # 名字 → train_reinforce 的 (baseline, reward_offset)；None 表�
 
 def code_hash() -> str:
     """HASHED 里的源文件与本脚本去掉文档字符串与注释之后的 SHA-256。"""
-    digest = hashlib.sha256(sources_hash(HASHED).encode())
-    digest.update(code_text(Path(__file__)).encode("utf-8"))
-    return digest.hexdigest()
+    return script_hash(HASHED, __file__)
 
 
 def train_one(name: str, seed: int, task, start) -> list[dict]:

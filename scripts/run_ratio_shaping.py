@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import hashlib
 import json
 import sys
 import time
@@ -28,7 +27,7 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 import rlhf_toy  # noqa: E402, F401 - 固定数值设置，必须在任何张量计算之前
-from rlhf_toy._code_hash import code_text, sources_hash  # noqa: E402
+from rlhf_toy._code_hash import script_hash  # noqa: E402
 from rlhf_toy._threads import single_thread  # noqa: E402
 
 CACHE = ROOT / "docs" / "data" / "ratio_shaping_runs.json"
@@ -80,9 +79,7 @@ WINDOW = 10  # 对照指标的时间序列：每 10 步平均一次
 
 def code_hash() -> str:
     """HASHED 里的源文件与本脚本去掉文档字符串与注释之后的 SHA-256（只改文档字符串、注释或排版不改变它）。"""
-    digest = hashlib.sha256(sources_hash(HASHED).encode())
-    digest.update(code_text(Path(__file__)).encode("utf-8"))
-    return digest.hexdigest()
+    return script_hash(HASHED, __file__)
 
 
 def r4(x: float) -> float:

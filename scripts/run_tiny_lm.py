@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import hashlib
 import json
 import math
 import sys
@@ -25,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 import rlhf_toy  # noqa: E402, F401 - 固定数值设置，必须在任何张量计算之前
-from rlhf_toy._code_hash import code_text, sources_hash  # noqa: E402
+from rlhf_toy._code_hash import script_hash  # noqa: E402
 from rlhf_toy._threads import single_thread  # noqa: E402
 from rlhf_toy.demos.tiny_lm import (  # noqa: E402
     TinyValueModel,
@@ -67,9 +66,7 @@ UNIFORM_GRPO_STEPS = 100  # 均匀抽题的对照：固定步数，不按墙钟�
 
 def code_hash() -> str:
     """HASHED 里的源文件与本脚本去掉文档字符串与注释之后的 SHA-256（只改文档字符串、注释或排版不改变它）。"""
-    digest = hashlib.sha256(sources_hash(HASHED).encode())
-    digest.update(code_text(Path(__file__)).encode("utf-8"))
-    return digest.hexdigest()
+    return script_hash(HASHED, __file__)
 
 
 def r4(x: float) -> float | None:

@@ -10,9 +10,7 @@ docs/data/tiny_lm_figures.json 里）相同，只把 `ramble` 换成 0。这里�
 
 from __future__ import annotations
 
-import hashlib
 import json
-import math
 import sys
 import time
 from pathlib import Path
@@ -21,10 +19,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from run_tiny_lm import HASHED  # noqa: E402 - 同一组源文件：rlhf_toy.demos.tiny_lm 导入的全部模块
+from run_tiny_lm import HASHED, r4  # noqa: E402 - 同一组源文件：rlhf_toy.demos.tiny_lm 导入的全部模块
 
 import rlhf_toy  # noqa: E402, F401 - 固定数值设置，必须在任何张量计算之前
-from rlhf_toy._code_hash import code_text, sources_hash  # noqa: E402
+from rlhf_toy._code_hash import script_hash  # noqa: E402
 from rlhf_toy.demos.tiny_lm import length_lesson  # noqa: E402
 
 CACHE = ROOT / "docs" / "data" / "tiny_lm_ramble0.json"
@@ -34,13 +32,7 @@ KEYS = ("step", "length_wrong", "length_correct", "truncated", "accuracy")
 
 def code_hash() -> str:
     """HASHED 里的源文件与本脚本去掉文档字符串与注释之后的 SHA-256。"""
-    digest = hashlib.sha256(sources_hash(HASHED).encode())
-    digest.update(code_text(Path(__file__)).encode("utf-8"))
-    return digest.hexdigest()
-
-
-def r4(x: float) -> float | None:
-    return None if math.isnan(x) else round(float(x), 4)
+    return script_hash(HASHED, __file__)
 
 
 def main() -> int:

@@ -88,3 +88,24 @@ def sources_hash(items: Iterable[str]) -> str:
             digest.update(str(f.relative_to(PACKAGE)).encode())
             digest.update(code_text(f).encode("utf-8"))
     return digest.hexdigest()
+
+
+def script_hash(items: Iterable[str], script: str | Path) -> str:
+    """一个缓存脚本的代码摘要：`sources_hash(items)` 再接上脚本自己的 `code_text`，取 SHA-256。
+
+    `scripts/run_tiny_lm.py`、`run_tiny_lm_ramble0.py`、`run_ratio_shaping.py` 与 `run_baseline_shared.py`
+    的 `code_hash` 都是它：脚本里的设置（种子、步数）也是缓存的来源，所以脚本本身也算进摘要。
+
+    Args:
+        items: 源文件或目录，相对 `src/rlhf_toy/`，同 `sources_hash`。
+        script: 缓存脚本的路径（通常是它的 `__file__`）。
+
+    Returns:
+        64 位十六进制摘要。
+
+    Raises:
+        FileNotFoundError: `items` 的某一项或 `script` 不存在。
+    """
+    digest = hashlib.sha256(sources_hash(items).encode())
+    digest.update(code_text(script).encode("utf-8"))
+    return digest.hexdigest()
