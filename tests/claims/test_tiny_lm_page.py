@@ -444,7 +444,7 @@ def test_ramble0_control_supports_the_page():
     cache = json.loads((DOCS / "data" / "tiny_lm_ramble0.json").read_text(encoding="utf-8"))
     assert cache["code_hash"] == module.code_hash(), "code changed: rerun scripts/run_tiny_lm_ramble0.py"
     assert (cache["seed"], cache["ramble"]) == (0, 0.0)
-    assert 60 <= cache["cpu_seconds"] < 120  # “要一分多钟 CPU 时间”
+    assert 40 <= cache["cpu_seconds"] < 90  # “要一分钟左右 CPU 时间”
     runs = cache["runs"]
     start = runs["dapo"][0]
     assert round(start["length_wrong"] - start["length_correct"], 2) == 0.31
