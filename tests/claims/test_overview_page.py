@@ -33,7 +33,7 @@ def test_grpo_defaults_to_no_kl_and_no_reference_model():
 
 
 def test_trl_default_grpo_reweights_the_gradient_by_prompt_and_by_batch_length():
-    # overview.md “直觉”: “只是每一步的梯度被重新加了权（下面的折叠框）”; the “前瞻” fold: “一是组内标准化：
+    # overview.md, the “前瞻” fold: “第一、三条它不满足，所以期望梯度是这个目标的梯度重新加权的结果”; “一是组内标准化：
     # 每组奖励减去组内平均、再除以组内标准差（`scale_rewards="group"`）”; “二是 `loss_type="dapo"`：逐 token 损失加起来，
     # 除以这批生成的 token 总数”; footnote seed-trl-defaults says the same of `dapo`. TRL 1.16.0: grpo_config.py:789
     # (scale_rewards, default "group"); grpo_trainer.py:2498 (num_items_in_batch = the generation batch's mask sum,

@@ -209,7 +209,7 @@ def test_trl_entropy_from_logits_agrees_on_finite_logits_and_gives_nan_at_minus_
 
 def test_grpo_ratio_is_one_under_trl_defaults():
     # ppo.md §重要性采样比率: “TRL 1.16.0 的 GRPO 默认每批生成只走一个优化步（`num_iterations=1`）。
-    # 这时下面定义的比率 w 的值恒为 1，下一节的截断从不起作用”. Pinned trl 1.16.0: grpo_config.py:1099 sets
+    # 这时比率 w 的值恒为 1，下一节的截断从不起作用”. Pinned trl 1.16.0: grpo_config.py:1099 sets
     # steps_per_generation = gradient_accumulation_steps by default; grpo_trainer.py:2642 generate_every =
     # steps_per_generation * num_iterations, and old log-probs are computed only when gradient_accumulation_steps is not
     # a multiple of it (or with the vLLM correction, at unchanged parameters); otherwise grpo_trainer.py:3066 uses
