@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,7 +18,7 @@ from rlhf_toy.estimators.kl import kl_estimate
 from transformers import Trainer
 from trl import GRPOConfig, GRPOTrainer
 
-from .pinned import DOCS, config, default_config, source
+from .pinned import DOCS, config, default_config, module_source, source
 
 
 def test_grpo_config_defaults():
@@ -30,7 +31,8 @@ def test_grpo_config_defaults():
 
 
 def test_trl_does_not_load_a_reference_model_when_beta_is_0():
-    # grpo.md table row KL 系数: “beta=0 时不加载参考模型”.
+    # grpo.md table row KL 系数: “beta=0 时不加载参考模型”; 运行结果, 用清单的设置跑: “β = 0 就不要建这份副本（TRL 这时也
+    # 不加载参考模型）”. TRL 1.16.0 trl/trainer/grpo_trainer.py:984.
     assert "if self.beta == 0.0: # If beta is 0.0, the reference model is not needed self.ref_model = None" in source(
         GRPOTrainer.__init__
     )
@@ -140,6 +142,7 @@ def test_log_probs_are_computed_from_temperature_scaled_logits():
 def test_trl_multiplies_k3_by_the_ratio_by_default():
     # grpo.md table row “KL 的梯度 | … | use_bias_correction_kl=True：w k3，反向 KL” and “TRL 1.16.0 的 use_bias_correction_kl
     # 默认为 True：它把 k3 乘上带梯度的比率 w”; “use_bias_correction_kl=True 时 TRL 记录的是 w k3”: kl is logged after the product.
+    # 该不该开 KL: “开了 KL，就用 TRL 默认的 w k3（上一节定义）。`use_bias_correction_kl=True` 是默认值，不用改。”
     assert default_config(GRPOConfig).use_bias_correction_kl is True
     text = source(GRPOTrainer._compute_loss)
     product = "if self.args.use_bias_correction_kl: per_token_kl = per_token_kl * coef_1"
@@ -386,6 +389,7 @@ def test_trl_default_with_beta_keeps_group_scaling_and_corrected_k3():
 def test_verl_low_var_kl_clamps_the_log_ratio_to_20_and_k3_to_10():
     # grpo.md, 差异 box, KL bullet: “verl 还先把 d 限幅到 ±20，再把 k3 的值限幅到 ±10，值超过 10 的 token 没有 KL 梯度”;
     # and the 运行结果 fold's control “限幅 k3（verl）”, which calls kl_estimate(..., log_ratio_clamp=20, value_clamp=10).
+    # Also the gloss under 一屏读完's settings table: “verl 的 `low_var_kl` 则先把它截到 ±10，那是限幅的版本”.
     # verl 0.9.1: verl/trainer/ppo/core_algos.py:2239-2245 (kl_penalty_forward, branch "low_var_kl"/"k3").
     text = source(core_algos.kl_penalty_forward)
     assert 'if kl_penalty in ("low_var_kl", "k3"):' in text
@@ -450,3 +454,60 @@ def test_lora_1p5b_start_is_a_valid_grpo_config_counted_in_completions():
     assert halved.gradient_accumulation_steps % (halved.steps_per_generation * halved.num_iterations) == 0
     with pytest.raises(ValueError, match="G must be"):
         lora_1p5b_start(G=1)
+
+
+def test_kl_in_the_reward_is_a_verl_switch_not_a_trl_option():
+    # grpo.md, 该不该开 KL: “TRL 1.16.0 的 `GRPOTrainer` 没有这个选项，`beta` 只进损失。”; “verl 有：
+    # `algorithm.use_kl_in_reward=True`（默认 `False`），`algorithm.kl_penalty` 默认 `"kl"`，就是 k1。”; “KL 从奖励里扣时，
+    # 扣过的奖励取连续值，再除以组内标准差” (verl's GRPO advantage). 常见错误 “KL 罚了两次”: “verl 两处都能开
+    # （`algorithm.use_kl_in_reward` 与 `actor_rollout_ref.actor.use_kl_loss`）”.
+    # TRL 1.16.0: GRPOConfig has no KL field besides use_bias_correction_kl; beta is used once as a coefficient,
+    # trl/trainer/grpo_trainer.py:3150 (the other uses of self.beta only test it against 0).
+    names = [f.name for f in dataclasses.fields(GRPOConfig)]
+    assert [n for n in names if "kl" in n.lower()] == ["use_bias_correction_kl"]
+    text = source(GRPOTrainer)
+    assert text.count("self.beta *") == 1
+    assert "per_token_loss = per_token_loss + self.beta * per_token_kl" in source(GRPOTrainer._compute_loss)
+    # verl 0.9.1: verl/trainer/config/algorithm.py:659-660; verl/trainer/ppo/ray_trainer.py:106 (apply_kl_penalty);
+    # verl/trainer/ppo/core_algos.py:2228-2229 (kl_penalty "kl"), :304 and :326 (GRPO advantage of the summed
+    # token rewards, divided by the group std); verl/workers/config/actor.py:171 (use_kl_loss).
+    from verl.trainer.config.algorithm import AlgoConfig
+    from verl.workers.config.actor import ActorConfig
+
+    defaults = {f.name: f.default for f in dataclasses.fields(AlgoConfig)}
+    assert (defaults["use_kl_in_reward"], defaults["kl_penalty"]) == (False, "kl")
+    ray_trainer = module_source("verl.trainer.ppo.ray_trainer")  # read, not imported (it needs torchdata)
+    assert "if self.config.algorithm.use_kl_in_reward: batch, kl_metrics = apply_kl_penalty(" in ray_trainer
+    assert "token_level_rewards = token_level_scores - beta * kld" in ray_trainer
+    logprob, ref_logprob = torch.tensor([[-0.5, -1.0]]), torch.tensor([[-0.7, -0.4]])
+    assert torch.equal(core_algos.kl_penalty(logprob, ref_logprob, kl_penalty="kl"), logprob - ref_logprob)
+    grpo_adv = source(core_algos.compute_grpo_outcome_advantage)
+    assert "scores = token_level_rewards.sum(dim=-1)" in grpo_adv
+    assert "scores[i] = (scores[i] - id2mean[index[i]]) / (id2std[index[i]] + epsilon)" in grpo_adv
+    assert {f.name: f.default for f in dataclasses.fields(ActorConfig)}["use_kl_loss"] is False
+    # the two switches' config paths, in verl's flattened trainer config (verl/trainer/config/_generated_ppo_trainer.yaml)
+    import verl
+    import yaml
+
+    flat = yaml.safe_load(
+        (Path(verl.__file__).parent / "trainer" / "config" / "_generated_ppo_trainer.yaml").read_text()
+    )
+    assert flat["algorithm"]["use_kl_in_reward"] is False and flat["actor_rollout_ref"]["actor"]["use_kl_loss"] is False
+
+
+def test_trl_dr_grpo_is_dapo_times_total_length_over_b_l_even_with_equal_lengths():
+    # grpo.md 小结: “`dr_grpo` 除以常数 BL，比 `dapo` 多乘一个因子 Σ_j|y_j|/(BL)，回答一样长时也不例外。”;
+    # “有梯度裁剪（TRL 默认 `max_grad_norm=1.0`）时…”. TRL 1.16.0 trl/trainer/grpo_trainer.py:3164.
+    assert "loss = (per_token_loss * mask).sum() / (per_token_loss.size(0) * self.max_completion_length)" in source(
+        GRPOTrainer._compute_loss
+    )
+    assert default_config(GRPOConfig).max_grad_norm == 1.0
+    advantages = torch.tensor([1.0, -1.0], dtype=torch.float64)
+    mask = torch.ones(2, 3, dtype=torch.float64)  # two answers of equal length 3
+    grads = {}
+    for loss_type in ("dapo", "dr_grpo"):
+        logps = torch.full((2, 3), -1.0, dtype=torch.float64, requires_grad=True)
+        loss, _ = trl_grpo_loss(logps, mask, advantages, loss_type=loss_type, beta=0.0, max_completion_length=12)
+        (grads[loss_type],) = torch.autograd.grad(loss, logps)
+    assert torch.allclose(grads["dr_grpo"], grads["dapo"] * mask.sum() / (2 * 12))
+    assert not torch.allclose(grads["dr_grpo"], grads["dapo"])
