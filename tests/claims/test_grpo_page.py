@@ -24,6 +24,8 @@ from .pinned import DOCS, config, default_config, module_source, source
 def test_grpo_config_defaults():
     # grpo.md “与论文 / TRL 的差异” table, column “TRL 1.16.0 GRPOTrainer（默认）”: beta 0.0, loss_type "dapo",
     # scale_rewards "group", num_iterations=1, epsilon=0.2 with epsilon_high unset; and “TRL 默认学习率 10^-6 量级”.
+    # Also the box “你的运行：先定这五项” at the end of 一屏读完: “`loss_type="dapo"`：TRL 的默认” and
+    # “`scale_rewards="group"`：TRL 的默认”. TRL 1.16.0 trl/trainer/grpo_config.py (the field defaults).
     args = default_config(GRPOConfig)
     assert (args.beta, args.loss_type, args.scale_rewards) == (0.0, "dapo", "group")
     assert (args.num_iterations, args.epsilon, args.epsilon_high) == (1, 0.2, None)
@@ -511,3 +513,55 @@ def test_trl_dr_grpo_is_dapo_times_total_length_over_b_l_even_with_equal_lengths
         (grads[loss_type],) = torch.autograd.grad(loss, logps)
     assert torch.allclose(grads["dr_grpo"], grads["dapo"] * mask.sum() / (2 * 12))
     assert not torch.allclose(grads["dr_grpo"], grads["dapo"])
+
+
+def test_trl_generates_the_whole_generation_batch_once_then_splits_it():
+    # grpo.md, 动手前的清单, 你的配置里的一批: “这时 TRL 一次生成整批 256 条回答，再分 8 个小批做前向与反向。”
+    # TRL 1.16.0 trl/trainer/grpo_trainer.py:1527-1528 (comment) and :1538-1546 (_prepare_inputs): one call to
+    # _generate_and_score_completions per steps_per_generation × num_iterations micro-steps, split into
+    # steps_per_generation pieces. The 256 and 8 are the page's GRPOConfig printout, checked here too.
+    from rlhf_toy.studies.recipes import RECIPES, lora_1p5b_start
+
+    text = source(GRPOTrainer._prepare_inputs)
+    assert "Generates completions once for the entire generation batch and splits it into batches of size" in text
+    assert "generate_every = self.args.steps_per_generation * self.num_iterations" in text
+    assert "generation_batch = self._generate_and_score_completions(generation_batch)" in text
+    assert "generation_batches = split_tensor_dict(generation_batch, self.args.steps_per_generation)" in text
+    assert "inputs = self._buffered_inputs[self._step % self.args.steps_per_generation]" in text
+    start = {k: v for k, v in lora_1p5b_start(G=8, P=4).items() if k not in ("bf16", "gradient_checkpointing")}
+    target_P = RECIPES["DAPO"]["prompts_per_step"].value
+    assert target_P == 32
+    args = config(GRPOConfig, **{**start, "gradient_accumulation_steps": target_P // 4})
+    assert (args.steps_per_generation, args.generation_batch_size) == (8, 256)
+    assert args.generation_batch_size // args.num_generations == target_P
+    # one optimizer step per generation: the ratio stays 1 (test_old_logps_are_computed_when_..., above)
+    assert args.gradient_accumulation_steps % (args.steps_per_generation * args.num_iterations) == 0
+
+
+def test_trl_grpo_trainer_computes_logps_without_the_full_logits():
+    # grpo.md, 动手前的清单, the fold “深入：这个估计数的是什么”: “TRL 1.16 的 `GRPOTrainer` 给模型换上分块的输出层，
+    # 不生成整个 (B, S, V) 的 logits。” TRL 1.16.0 trl/trainer/grpo_trainer.py:1066-1072 (GRPOTrainer.__init__ calls
+    # add_fused_lm_head on the policy, its PEFT base model included) and trl/trainer/utils.py:1548-1561 (its docstring).
+    init = source(GRPOTrainer.__init__)
+    assert "# Compute the per-token log-probabilities in chunks, without materializing the full logits" in init
+    assert "add_fused_lm_head( self.model.get_base_model() if is_peft_model(self.model) else self.model," in init
+    doc = source(trl_utils.add_fused_lm_head)
+    assert "without materializing the `(batch, seq_len, vocab)` logits" in doc
+    assert "projects through the LM head, in tiles" in doc
+
+
+def test_trl_loads_a_model_by_name_in_fp32_unless_model_init_kwargs_sets_dtype():
+    # grpo.md, 动手前的清单, the fold “深入：这个估计数的是什么”: “TRL 1.16 按模型名加载模型时，`model_init_kwargs` 里
+    # 不写 `dtype` 就用 fp32；`bf16=True` 只是自动混合精度”; “要按 bf16 加载，就在 `model_init_kwargs` 里写 `dtype`”.
+    # TRL 1.16.0 trl/trainer/grpo_trainer.py:168-172 (GRPOTrainer's docstring, argument `model`) and
+    # trl/trainer/utils.py's create_model_from_path (dtype read from the kwargs, default "float32"); autocast:
+    # tests/claims/test_your_run_settings_page.py::test_trl_loads_the_model_in_fp32_and_runs_bf16_autocast.
+    from trl.trainer.utils import create_model_from_path
+
+    doc = source(GRPOTrainer)
+    assert (
+        "with the keyword arguments in `args.model_init_kwargs`. If `dtype` is not specified in "
+        "`args.model_init_kwargs`, it defaults to `float32`." in doc
+    )
+    assert 'dtype = kwargs.get("dtype", "float32")' in source(create_model_from_path)
+    assert default_config(GRPOConfig).model_init_kwargs is None
