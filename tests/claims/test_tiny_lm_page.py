@@ -643,7 +643,7 @@ def _processed_and_raw_first_step(model, **sampling):
             **sampling,
         ),
     )
-    return out.scores[0], out.logits[0], input_ids
+    return out.scores[0], out.logits[0], input_ids, out
 
 
 def test_generate_takes_unset_fields_from_the_checkpoint_so_repetition_penalty_must_be_written_out():
@@ -663,12 +663,15 @@ def test_generate_takes_unset_fields_from_the_checkpoint_so_repetition_penalty_m
     model.generation_config.repetition_penalty = 1.1  # what a chat checkpoint may ship
     sampling = {"temperature": 1.0, "top_k": 0, "top_p": 1.0}
     torch.manual_seed(0)
-    scores, raw, prompt = _processed_and_raw_first_step(model, **sampling)  # a fresh config without the penalty
+    scores, raw, prompt, out = _processed_and_raw_first_step(model, **sampling)  # fresh config, no penalty
     changed = (scores != raw).nonzero()[:, 1].unique()
     assert len(changed) > 0 and set(changed.tolist()) <= set(prompt[0].tolist())  # only tokens already seen
     assert torch.all(scores[0, changed] < raw[0, changed])  # pushed down
+    # the next step also pushes down the token just written
+    seen = set(out.sequences[0, :5].tolist())
+    assert set((out.scores[1] != out.logits[1]).nonzero()[:, 1].tolist()) == seen
     torch.manual_seed(0)
-    scores, raw, _ = _processed_and_raw_first_step(model, repetition_penalty=1.0, **sampling)
+    scores, raw, _, _ = _processed_and_raw_first_step(model, repetition_penalty=1.0, **sampling)
     assert torch.equal(scores, raw)
 
 
@@ -683,7 +686,7 @@ def test_generate_scores_are_the_logits_it_samples_from_after_the_temperature():
     assert "scores += (next_token_scores,)" in text
     assert "probs = nn.functional.softmax(next_token_scores, dim=-1)" in text
     torch.manual_seed(0)
-    scores, raw, _ = _processed_and_raw_first_step(
+    scores, raw, _, _ = _processed_and_raw_first_step(
         _tiny_qwen2(), temperature=0.7, top_k=0, top_p=1.0, repetition_penalty=1.0
     )
     assert torch.allclose(scores, raw / 0.7)
