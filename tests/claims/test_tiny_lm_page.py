@@ -607,3 +607,157 @@ def test_generate_repeats_each_prompt_in_adjacent_rows_and_pads_after_eos():
     assert "next_tokens = next_tokens * unfinished_sequences + pad_token_id * (1 - unfinished_sequences)" in source(
         GenerationMixin._sample
     )
+
+
+def _tiny_qwen2(vocab_size: int = 32, seed: int = 0) -> Qwen2ForCausalLM:
+    torch.manual_seed(seed)
+    return Qwen2ForCausalLM(
+        Qwen2Config(
+            vocab_size=vocab_size,
+            hidden_size=16,
+            intermediate_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+            tie_word_embeddings=False,
+        )
+    ).eval()
+
+
+def _processed_and_raw_first_step(model, **sampling):
+    """generate's processed logits (`scores`) and raw logits for the first sampled token of one prompt."""
+    from transformers import GenerationConfig
+
+    input_ids = torch.tensor([[3, 4, 5, 6]])
+    out = model.generate(
+        input_ids=input_ids,
+        attention_mask=torch.ones_like(input_ids),
+        generation_config=GenerationConfig(
+            do_sample=True,
+            max_new_tokens=2,
+            pad_token_id=0,
+            eos_token_id=1,
+            output_scores=True,
+            output_logits=True,
+            return_dict_in_generate=True,
+            **sampling,
+        ),
+    )
+    return out.scores[0], out.logits[0], input_ids, out
+
+
+def test_generate_takes_unset_fields_from_the_checkpoint_so_repetition_penalty_must_be_written_out():
+    # tiny-lm.md, 从 Hugging Face 模型采样: “generate 会把检查点 generation_config.json 里设了的项并进来：你没写明的项，
+    # 就按检查点的取。新建的 GenerationConfig 也一样，它只挡得住你写明的项。” / “repetition_penalty 大于 1 时，提示词和
+    # 已写出的部分里出现过的 token，logit 会被压低。这时采样分布就不是 softmax(z/τ)” / “所以 repetition_penalty=1.0 要写明”;
+    # 自己写一步 GRPO: “检查点设了大于 1 的 repetition_penalty 而没有写明 1.0 时，这个差就不再是 0”.
+    # transformers 5.24.0 generation/utils.py:2114 (the checkpoint's generation_config fills every field left None),
+    # :1472 (RepetitionPenaltyLogitsProcessor unless the penalty is 1.0).
+    import transformers.generation.utils as generation_utils
+
+    assert (
+        "generation_config.update(**self.generation_config.to_dict(), defaults_only=True, allow_custom_entries=True)"
+        in inspect.getsource(generation_utils.GenerationMixin._prepare_generation_config)
+    )
+    model = _tiny_qwen2()
+    model.generation_config.repetition_penalty = 1.1  # what a chat checkpoint may ship
+    sampling = {"temperature": 1.0, "top_k": 0, "top_p": 1.0}
+    torch.manual_seed(0)
+    scores, raw, prompt, out = _processed_and_raw_first_step(model, **sampling)  # fresh config, no penalty
+    changed = (scores != raw).nonzero()[:, 1].unique()
+    assert len(changed) > 0 and set(changed.tolist()) <= set(prompt[0].tolist())  # only tokens already seen
+    assert torch.all(scores[0, changed] < raw[0, changed])  # pushed down
+    # the next step also pushes down the token just written
+    seen = set(out.sequences[0, :5].tolist())
+    assert set((out.scores[1] != out.logits[1]).nonzero()[:, 1].tolist()) == seen
+    torch.manual_seed(0)
+    scores, raw, _, _ = _processed_and_raw_first_step(model, repetition_penalty=1.0, **sampling)
+    assert torch.equal(scores, raw)
+
+
+def test_generate_scores_are_the_logits_it_samples_from_after_the_temperature():
+    # tiny-lm.md, 自己写一步 GRPO: “generated.scores 是 generate 每一步实际用来采样的 logits（已经除过温度）”.
+    # transformers 5.24.0 generation/utils.py:3251-3256 (scores collects the processed next_token_scores), :1618-1619
+    # (the temperature warper is one of the processors).
+    from transformers.generation.utils import GenerationMixin
+
+    text = source(GenerationMixin._sample)
+    assert "next_token_scores = logits_processor(input_ids, next_token_logits)" in text
+    assert "scores += (next_token_scores,)" in text
+    assert "probs = nn.functional.softmax(next_token_scores, dim=-1)" in text
+    torch.manual_seed(0)
+    scores, raw, _, _ = _processed_and_raw_first_step(
+        _tiny_qwen2(), temperature=0.7, top_k=0, top_p=1.0, repetition_penalty=1.0
+    )
+    assert torch.allclose(scores, raw / 0.7)
+
+
+def test_trl_passes_repetition_penalty_to_generate_and_defaults_to_one():
+    # tiny-lm.md: “TRL 的 GRPOConfig 默认 top_k=0、top_p=1.0、repetition_penalty=1.0，并把它们显式传给 generate”.
+    # TRL 1.16.0 grpo_config.py:573-574, grpo_trainer.py:1161-1165 (generation_kwargs) and the GenerationConfig built from
+    # them, which is what generate gets.
+    args = default_config(GRPOConfig)
+    assert (args.top_k, args.top_p, args.repetition_penalty) == (0, 1.0, 1.0)
+    init = source(GRPOTrainer.__init__)
+    assert '"repetition_penalty": self.repetition_penalty,' in init
+    assert "self.generation_config = GenerationConfig(**generation_kwargs" in init
+
+
+def test_hf_decoder_and_output_layer_give_the_logits():
+    # tiny-lm.md, 深入：大词表上怎样省下这个张量: “hidden 是去掉输出层的模型的输出，weight 是输出层。Qwen2 里它们是
+    # model.model 与 model.lm_head；通用的取法是 model.get_decoder() 与 model.get_output_embeddings()”.
+    # transformers 5.24.0 modeling_utils.py:1049 (get_output_embeddings), :2264 (get_decoder).
+    model = _tiny_qwen2()
+    assert model.get_decoder() is model.model and model.get_output_embeddings() is model.lm_head
+    input_ids = torch.tensor([[3, 4, 5, 6, 7]])
+    mask = torch.ones_like(input_ids)
+    with torch.no_grad():
+        hidden = model.get_decoder()(input_ids=input_ids, attention_mask=mask).last_hidden_state
+        assert torch.allclose(model.lm_head(hidden), model(input_ids=input_ids, attention_mask=mask).logits, atol=1e-6)
+
+
+def test_dapo_over_micro_batches_needs_the_whole_batch_token_count():
+    # tiny-lm.md, 自己写一步 GRPO: “每个小批的 dapo 损失要乘‘本小批的 token 数 / 整批的 token 数’，整批才与一次算完相同”.
+    from rlhf_toy.losses.grpo import grpo_loss
+
+    torch.manual_seed(0)
+    logps = torch.randn(8, 6, requires_grad=True)
+    advantages = torch.randn(8)
+    mask = (torch.rand(8, 6) < 0.7).float()
+    mask[:, 0] = 1
+    whole, _ = grpo_loss(logps, None, None, advantages, mask, beta=0.0, loss_type="dapo")
+    (whole_grad,) = torch.autograd.grad(whole, logps)
+    parts, plain = [], []
+    for rows in torch.arange(8).split(4):
+        part, _ = grpo_loss(logps[rows], None, None, advantages[rows], mask[rows], beta=0.0, loss_type="dapo")
+        parts.append(part * mask[rows].sum() / mask.sum())
+        plain.append(part / 2)  # averaging the micro-batch losses instead
+    (parts_grad,) = torch.autograd.grad(sum(parts), logps)
+    assert torch.allclose(sum(parts), whole) and torch.allclose(parts_grad, whole_grad)
+    assert not torch.allclose(sum(plain), whole)
+
+
+def test_train_grpo_copies_the_policy_as_reference_even_at_beta_zero():
+    # tiny-lm.md, 自己写一步 GRPO: “β = 0 时不要建参考模型：本章的 train_grpo 为了简单总建一份，大模型上它要多占一整份权重”
+    # (and the comment in train/grpo.py). frozen_copy is a deepcopy; the reference log-probs are used only when beta > 0.
+    from rlhf_toy.policies.transformer import TinyTransformerPolicy
+    from rlhf_toy.train.grpo import train_grpo
+
+    loop = source(train_grpo)
+    assert "ref_policy = policy.frozen_copy() if ref_policy is None else ref_policy" in loop
+    assert "ref_logps = ref_policy.logps(group_prompts, completions) if config.beta > 0 else None" in loop
+    assert "copy.deepcopy(self)" in source(TinyTransformerPolicy.frozen_copy)
+
+
+def test_length_table_grpo_gap_lies_above_the_dr_grpo_ruler():
+    # tiny-lm.md, 长度一课: “用它来读：grpo 减 dapo（倒数第二行）的范围，整个落在 dr_grpo 减 dapo 的范围之上。”
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    runs = json.loads((root / "docs/data/tiny_lm_figures.json").read_text(encoding="utf-8"))["length_lesson"]["0"]
+
+    def diffs(name):
+        return [r["length_wrong"] - d["length_wrong"] for r, d in zip(runs[name][1:], runs["dapo"][1:], strict=True)]
+
+    assert min(diffs("grpo")) > max(diffs("dr_grpo"))

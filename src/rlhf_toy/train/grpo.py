@@ -83,6 +83,7 @@ def train_grpo(
         长度为 `config.steps` 的列表；每项含 `step`、`loss`、`reward`（本批平均奖励）、
         `kl`、`clip_ratio` 以及 `evaluate` 返回的键（另见 `GRPOConfig` 中 `dynamic_sampling`、`log_clip_sides` 加的键）。
     """
+    # 参考模型只在 beta > 0 时用到；这里为了简单总复制一份。大模型上 beta = 0 时不要建它，它多占一整份权重
     ref_policy = policy.frozen_copy() if ref_policy is None else ref_policy
     if optimizer is None:
         optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate, fused=True)
