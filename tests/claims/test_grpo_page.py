@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import re
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -565,3 +566,28 @@ def test_trl_loads_a_model_by_name_in_fp32_unless_model_init_kwargs_sets_dtype()
     )
     assert 'dtype = kwargs.get("dtype", "float32")' in source(create_model_from_path)
     assert default_config(GRPOConfig).model_init_kwargs is None
+
+
+def test_a_forward_pass_need_not_hold_whole_groups():
+    # grpo.md, 你的配置里的一批: “一次前向不必装下整组：TRL 只要求 `generation_batch_size`（见下一句）是 G 的倍数”;
+    # “可以把 `per_device_train_batch_size` 降到 G 以下，用梯度累积补回，G 不必跟着减”; “每个优化步的题数 =
+    # `per_device_train_batch_size` × 进程数 × `gradient_accumulation_steps` ÷ G”. TRL 1.16.0
+    # trl/trainer/grpo_config.py:1129-1133: the only group check is generation_batch_size % num_generations.
+    text = source(GRPOConfig.__post_init__)
+    assert "if self.generation_batch_size % self.num_generations != 0:" in text
+    assert "per_device_train_batch_size % self.num_generations" not in text
+    args = config(GRPOConfig, num_generations=8, per_device_train_batch_size=4, gradient_accumulation_steps=4)
+    assert (args.steps_per_generation, args.generation_batch_size) == (4, 16)
+    assert args.per_device_train_batch_size * 1 * args.gradient_accumulation_steps // args.num_generations == 2
+
+
+def test_grpo_config_checkpoints_activations_by_default_and_the_old_name_warns():
+    # grpo.md, 动手前的清单: “TRL 的 `GRPOConfig` 默认就开着它”; “transformers 5.24 把它改名为
+    # `activation_checkpointing`，旧名仍然有效，只是会给一条 FutureWarning”. TRL 1.16.0 grpo_config.py:410
+    # (“`gradient_checkpointing`: Defaults to `True`”); transformers 5.24.0 training_args.py:1533-1543 (the old name is
+    # a deprecated alias, copied to the new one with a FutureWarning).
+    args = default_config(GRPOConfig)
+    assert args.activation_checkpointing is True and args.gradient_checkpointing is True
+    with pytest.warns(FutureWarning, match="`gradient_checkpointing` is deprecated"):  # not the helper: it hides the warning
+        old = GRPOConfig(output_dir=tempfile.mkdtemp(), use_cpu=True, report_to="none", gradient_checkpointing=True)
+    assert old.activation_checkpointing is True
