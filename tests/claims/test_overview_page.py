@@ -18,12 +18,12 @@ from .pinned import DOCS, default_config, source
 
 def test_grpo_defaults_to_no_kl_and_no_reference_model():
     # overview.md “四个模型”: “TRL 1.16.0 的 `GRPOConfig` 默认 `beta=0.0`，这时连参考模型都不加载”; “运行结果”,
-    # footnote seed-trl-defaults: “TRL 1.16.0 的默认是 β = 0、`num_iterations=1`、`loss_type="dapo"`”;
+    # footnote seed-trl-defaults: “TRL 1.16.0 的默认是 β = 0（不加 KL 项）、`num_iterations=1`（每批样本只更新一次，
+    # 本书默认 2 次）、`loss_type="dapo"`”;
     # “带 KL 正则的目标”, after eq. (rlhf-optimum): “TRL 1.16.0 的 GRPO 默认 β = 0，损失里没有 KL 项，也就没有这一处差别”;
     # “直觉”: “TRL 默认不加（KL 系数 β = 0）”; the “前瞻” fold: “TRL 默认的 GRPO（β = 0）……满足第二条：
     # 默认每批生成只更新一次” (steps_per_generation defaults to gradient_accumulation_steps, trl grpo_config.py:1099;
-    # the ratio is then 1, see test_ppo_page.py::test_grpo_ratio_is_one_under_trl_defaults); “运行结果”: “TRL 1.16.0 的
-    # 默认与此不同：β = 0，不加 KL 项；每批样本只更新一次”.
+    # the ratio is then 1, see test_ppo_page.py::test_grpo_ratio_is_one_under_trl_defaults).
     args = default_config(GRPOConfig)
     assert (args.beta, args.num_iterations, args.loss_type) == (0.0, 1, "dapo")
     assert args.steps_per_generation == args.gradient_accumulation_steps
