@@ -499,8 +499,8 @@ def test_expected_grpo_gradient_vanishes_at_the_stationary_point():
 
 
 def test_book_defaults_are_the_first_row_of_the_settings_table():
-    # docs/grpo.md，一屏读完：“调用本书的 `GRPOConfig` 时不写这几个参数，得到的是第一行；
-    # `grpo_loss` 不写 `beta`、`loss_type` 时也一样。”第一行：β = 0.04、更新 2 次、`grpo`、学习率 0.5。
+    # docs/grpo.md，一屏读完：“演示的设置是 β = 0.04、同一批样本更新 2 次、`loss_type="grpo"`、学习率 0.5”；
+    # “调用本书的 `GRPOConfig` 时不写这几个参数，得到的就是它；`grpo_loss` 不写 `beta`、`loss_type` 时也一样。”
     import inspect
 
     from rlhf_toy.losses.minimal import minimal_grpo_loss

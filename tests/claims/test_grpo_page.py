@@ -289,6 +289,10 @@ def test_trl_dapo_normalises_like_verl_token_mean():
     # `steps_per_generation` 等于 `gradient_accumulation_steps`（默认）时就是这一步的 token 数，与 verl 的 `token-mean`
     # 一致. TRL divides the masked sum by num_items_in_batch (counted once per generation batch) rescaled by
     # gradient_accumulation_steps / steps_per_generation; verl's token-mean divides it by the step's own token count.
+    # Also grpo.md, footnote [^batch-split]: “折算的算法是：这批生成的 token 总数 ÷ 进程数 × `gradient_accumulation_steps`
+    # ÷ `steps_per_generation`。默认 `steps_per_generation` 等于 `gradient_accumulation_steps`，折算的结果就是这个优化步
+    # 自己的 token 数（按进程平分）。” TRL 1.16.0 trl/trainer/grpo_trainer.py:3170-3172 (the two normalizer lines below)
+    # and trl/trainer/grpo_config.py:1098-1099 (steps_per_generation defaults to gradient_accumulation_steps).
     text = source(GRPOTrainer._compute_loss)
     assert 'elif self.loss_type in ["cispo", "dapo", "vespo"]:' in text
     assert 'normalizer = inputs["num_items_in_batch"].clamp(min=1.0) / self.accelerator.num_processes' in text
