@@ -761,3 +761,54 @@ def test_length_table_grpo_gap_lies_above_the_dr_grpo_ruler():
         return [r["length_wrong"] - d["length_wrong"] for r, d in zip(runs[name][1:], runs["dapo"][1:], strict=True)]
 
     assert min(diffs("grpo")) > max(diffs("dr_grpo"))
+
+
+def test_reward_weights_default_to_one_and_trl_sums_before_the_group_normalisation():
+    # tiny-lm.md, 数据集与奖励函数: “reward_weights 给每个函数一个权重，个数与函数相同；不设时全是 1.0”;
+    # “TRL 默认先按权重把各函数的奖励加起来，再对这个和算组内优势。这个默认就是 multi_objective_aggregation="sum_then_normalize"。
+    # 所以格式分和答案分一起减去组内均值、除以组内标准差”.
+    # TRL 1.16.0 trl/trainer/grpo_config.py:770-787 (defaults), trl/trainer/grpo_trainer.py:567-576 (weights),
+    # :2761-2787 (sum, then group mean and std of the sum).
+    args = default_config(GRPOConfig)
+    assert args.reward_weights is None
+    assert args.multi_objective_aggregation == "sum_then_normalize"
+    init = source(GRPOTrainer.__init__)
+    assert "if len(args.reward_weights) != len(reward_funcs): raise ValueError(" in init
+    assert "self.reward_weights = torch.ones(len(reward_funcs), dtype=torch.float32)" in init
+    score = source(GRPOTrainer._generate_and_score_completions)
+    head = 'if self.multi_objective_aggregation == "sum_then_normalize":'
+    branch = score[score.index(head) : score.index('elif self.multi_objective_aggregation == "normalize_then_sum":')]
+    total = "rewards = (rewards_per_func * self.reward_weights.to(device).unsqueeze(0)).nansum(dim=1)"
+    assert total in branch
+    after = branch[branch.index(total) :]
+    assert "mean_grouped_rewards = torch.nanmean(rewards.view(-1, num_generations), dim=1)" in after
+    assert "std_rewards = nanstd(rewards.view(-1, num_generations), dim=1)" in after
+    assert "advantages = advantages / (std_rewards + 1e-4)" in after
+    # “一组回答全错时，组内只有格式分不同；它得到的优势，与答对、答错之分在别的组里得到的几乎一样大。只要格式分远大于 1e-4，把权重从 0.1 调小，
+    # 这一点几乎不变”: the same arithmetic as TRL's branch (nanstd is Bessel-corrected), on an all-wrong group.
+    from trl.trainer.utils import nanstd
+
+    accuracy = torch.zeros(4)
+    fmt = torch.tensor([1.0, 1.0, 0.0, 0.0])
+    for weight in (0.1, 0.01):
+        rewards = torch.stack([accuracy, fmt], dim=1) @ torch.tensor([1.0, weight])
+        adv = (rewards - rewards.mean()) / (nanstd(rewards) + 1e-4)
+        assert bool((adv.abs() > 0.85).all())  # 0.865 at weight 0.1, 0.851 at 0.01 (the +1e-4 starts to show)
+    answers = torch.tensor([1.0, 1.0, 0.0, 0.0])  # another group: two right, two wrong, no format bonus
+    answer_adv = (answers - answers.mean()) / (nanstd(answers) + 1e-4)
+    assert torch.allclose(answer_adv.abs(), torch.full((4,), 0.866), atol=1e-3)
+
+    # The page's format_reward sketch (display-only) gives 1 for exactly one “\boxed{”.
+    def format_reward(completions, **kwargs):
+        texts = [c[-1]["content"] for c in completions]
+        return [float(t.count(r"\boxed{") == 1) for t in texts]
+
+    replies = [r"\boxed{81}", r"\boxed{80} \boxed{81}", "81"]
+    assert format_reward([[{"role": "assistant", "content": t}] for t in replies]) == [1.0, 0.0, 0.0]
+
+
+def test_trl_builds_no_reference_model_at_beta_zero():
+    # tiny-lm.md, 自己写一步 GRPO: “β = 0 时它也不建参考模型”.
+    # TRL 1.16.0 trl/trainer/grpo_trainer.py:983-986.
+    init = source(GRPOTrainer.__init__)
+    assert "if self.beta == 0.0: # If beta is 0.0, the reference model is not needed self.ref_model = None" in init
