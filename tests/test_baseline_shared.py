@@ -7,12 +7,11 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from _scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / "docs" / "data" / "baseline_shared.json"
@@ -20,14 +19,7 @@ PAGE = ROOT / "docs" / "policy-gradient.md"
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("run_baseline_shared", ROOT / "scripts" / "run_baseline_shared.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
-    return module
+    return load_script("run_baseline_shared")
 
 
 @pytest.fixture(scope="module")

@@ -9,27 +9,19 @@ import, directly or not; each must be in the list. Package `__init__` files (re-
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 
 import grimp
 import pytest
+from _scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "rlhf_toy"
 TOOLS = {"rlhf_toy._checks", "rlhf_toy._threads", "rlhf_toy._code_hash", "rlhf_toy.numerics"}
 
 
-def _script(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
-    return module
+_script = load_script
 
 
 def _hashed_files(items) -> set[str]:

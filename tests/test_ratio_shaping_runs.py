@@ -8,11 +8,11 @@ docs/comparison.md 上依赖这些运行的说法。
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 import torch
+from _scripts import load_script
 
 from rlhf_toy import BanditTask, TablePolicy
 from rlhf_toy.studies.comparison import Budget, _setup, make_evaluator, run_grpo
@@ -31,12 +31,7 @@ CACHE = ROOT / "docs" / "data" / "ratio_shaping_runs.json"
 TINY = Budget(samples=320)  # 4 步 × 80 条回答
 
 
-def _script(name: str):
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        return __import__(name)
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
+_script = load_script
 
 
 @pytest.fixture(scope="module")

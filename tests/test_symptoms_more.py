@@ -7,12 +7,12 @@ grad-norm rule on the cached runs.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 import torch
+from _scripts import load_script
 
 from rlhf_toy._code_hash import sources_hash
 from rlhf_toy.diagnose import diagnose
@@ -26,10 +26,7 @@ RUNS = DATA["results"]
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("run_symptoms_more", ROOT / "scripts" / "run_symptoms_more.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("run_symptoms_more")
 
 
 def test_cache_is_current_and_a_run_recomputes_to_it():

@@ -7,18 +7,16 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
+
+from _scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / "docs" / "data" / "tiny_lm_runs.json"
 
 
 def _script():
-    sys.path.insert(0, str(ROOT / "scripts"))
-    import run_tiny_lm
-
-    return run_tiny_lm
+    return load_script("run_tiny_lm")
 
 
 def test_cache_comes_from_this_code():

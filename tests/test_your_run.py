@@ -4,12 +4,12 @@ count and merge, and the cached LoRA-vs-full run."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 import torch
+from _scripts import load_script
 
 from rlhf_toy.exercises.your_run import chat_completion_mask, lora_trainable_parameters
 from rlhf_toy.integrations import chat  # needs transformers/tokenizers: make test installs them
@@ -229,10 +229,7 @@ def test_lora_config_refuses_rank_zero(lora):
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("run_lora", ROOT / "scripts" / "run_lora.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("run_lora")
 
 
 def test_cache_comes_from_this_code_and_config():
