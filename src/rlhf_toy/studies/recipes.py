@@ -271,6 +271,7 @@ def lora_1p5b_start(G: int = 8, P: int = 4) -> dict[str, object]:
         loss_type="dapo",  # TRL 1.16 默认
         num_iterations=1,  # 每批生成只用一遍（TRL 1.16 默认）
         bf16=True,  # 同 Open-R1 1.5B 演示
+        model_init_kwargs={"dtype": "bfloat16"},  # 按 bf16 载入权重；不写时 TRL 按 fp32 载入，权重一项翻倍
         gradient_checkpointing=True,  # 同 Open-R1 1.5B 演示
     )
 
