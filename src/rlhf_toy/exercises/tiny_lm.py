@@ -64,8 +64,8 @@ def _hard_coded(completions, eos_id):
 MISTAKES = (
     Mistake(
         "eos_excluded",
-        "掩码漏掉了 EOS：把 EOS 当成填充去掉，模型就得不到“在哪里停”的梯度；奖励依赖于正确停下时训练会停滞，"
-        "回答可能越写越长。EOS 要算进 |y|：第一个 EOS 及其之前为 1。",
+        "掩码漏掉了 EOS：把 EOS 当成填充去掉，EOS 这个 token 就得不到梯度，模型从奖励里学不到“在哪里停”。"
+        "EOS 要算进 |y|：第一个 EOS 及其之前为 1。",
         _before_eos,
     ),
     Mistake(
