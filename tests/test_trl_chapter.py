@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from _scripts import load_script
 
 from rlhf_toy.demos.tiny_lm import grpo_config
 from rlhf_toy.integrations import trl as trl_bridge  # needs TRL: make test installs it (fails, not skips, without)
@@ -21,10 +22,7 @@ pytestmark = pytest.mark.xdist_group("trl")  # one worker pays TRL's import once
 
 
 def _run_trl_script():
-    spec = importlib.util.spec_from_file_location("run_trl", ROOT / "scripts" / "run_trl.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("run_trl")
 
 
 def test_tokenizer_gives_the_chapter_9_ids():

@@ -427,20 +427,13 @@ def test_ramble0_control_supports_the_page():
     # 之差一样大，都在随机波动的尺度之内”; “三种方式下答错的回答都从 5.89 个 token 变长到 6.6 以上”;
     # the code section: “热启动之后，错误回答只比正确回答略长……三种汇总方式下的回答长度分不出差别”;
     # the fold: “那里三种方式下答错的回答都在变长”. Contrast: with ramble=0.2 grpo - dapo stays above +0.2 (the table above).
-    import importlib.util
     import json
-    import sys
+
+    from _scripts import load_script
 
     from .pinned import DOCS
 
-    scripts = DOCS.parent / "scripts"
-    spec = importlib.util.spec_from_file_location("run_tiny_lm_ramble0", scripts / "run_tiny_lm_ramble0.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(scripts))
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(scripts))
+    module = load_script("run_tiny_lm_ramble0")
     cache = json.loads((DOCS / "data" / "tiny_lm_ramble0.json").read_text(encoding="utf-8"))
     assert cache["code_hash"] == module.code_hash(), "code changed: rerun scripts/run_tiny_lm_ramble0.py"
     assert (cache["seed"], cache["ramble"]) == (0, 0.0)
