@@ -18,8 +18,8 @@ def _cases() -> tuple[Case, ...]:
         Case("两组随机奖励，G = 4（两组的平均与离散程度都不同）", {"rewards": two_groups, "num_generations": 4}),
         Case("0/1 奖励 [1, 0, 0, 0]", {"rewards": torch.tensor([1.0, 0.0, 0.0, 0.0]), "num_generations": 4}),
         Case(
-            "组内奖励全相同（0.35 在 float32 里不精确，允许 1e-3 的舍入误差）",
-            {"rewards": torch.tensor([0.35, 0.35, 0.35, 0.35, 1.0, 0.0, 1.0, 1.0]), "num_generations": 4},
+            "组内奖励全相同，G = 8（8 个 0.35 的 float32 平均不精确，允许 1e-3 的舍入误差）",
+            {"rewards": torch.tensor([0.35] * 8 + [1.0, 0.0, 1.0, 1.0, 0.0, 0.0, 1.0, 0.0]), "num_generations": 8},
             atol=1e-3,
         ),
         Case(
@@ -98,7 +98,7 @@ MISTAKES = (
     ),
     Mistake(
         "no_eps",
-        "除以标准差时没有加 ε：全对或全错的组标准差为 0，得到 0/0 = NaN，一个 NaN 就能毁掉整个批次的梯度。"
+        "除以标准差时没有加 ε：全对或全错的组标准差为 0（或只剩舍入残差），得到 NaN 或 inf，一个就能毁掉整个批次的梯度。"
         "写成 (r − μ)/(σ + ε)，TRL 用 ε = 1e-4。",
         _m(use_eps=False),
     ),
