@@ -97,6 +97,7 @@ function markWideInlineMath() {
     return Boolean(mjx && block) && mjx.getBoundingClientRect().width > block.clientWidth;
   });
   spans.forEach((span, i) => span.classList.toggle("arithmatex--wide", wide[i]));
+  document.documentElement.dataset.wideMathWidth = String(window.innerWidth); // the width last checked (tests wait on it)
 }
 let wideTimer = null;
 window.addEventListener("resize", () => {

@@ -67,7 +67,9 @@ def test_every_page(browser, site_url, site_dir, mkdocs_config, shots_dir):
             problems += found
             figures[path] = n
         page.set_viewport_size({"width": MOBILE, "height": 844})
-        page.wait_for_timeout(250)  # the resize handler of math-setup.js is debounced by 100 ms
+        # the resize handler of math-setup.js is debounced by 100 ms; on a busy machine it can run much later, so
+        # wait until it has checked the formulas at this width rather than a fixed time
+        page.wait_for_function(f"document.documentElement.dataset.wideMathWidth === '{MOBILE}'", timeout=10_000)
         problems += overflow_problems(path or "/", page.evaluate(OVERFLOW_PROBE, MOBILE))
         external = sorted({u for u in requests if external_request(u)})
         problems += page_problems(
