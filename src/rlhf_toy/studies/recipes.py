@@ -66,7 +66,8 @@ _DR = "Dr. GRPO (arXiv 2503.20783)"
 _DR_SH = "understand-r1-zero examples/qwen2.5-math-7b.sh (commit f6df97e), the paper's official script"
 _DAPO_SH = "verl recipe/dapo/run_dapo_qwen2.5_32b.sh (commit e2e729f), the official DAPO script"
 _OR1 = "open-r1 recipes/Qwen2.5-1.5B-Instruct/grpo/config_demo.yaml (commit bd581c7)"
-_OR1_UNSET = f"{_OR1}: not set in the file; the TRL default of that time applies"
+_UNSET = "not set in the file; the TRL default of that time applies"
+_OR1_UNSET = f"{_OR1}: {_UNSET}"
 
 # --8<-- [start:recipes]
 RECIPES: dict[str, dict[str, Cell]] = {
@@ -167,7 +168,7 @@ RECIPES: dict[str, dict[str, Cell]] = {
         "max_completion_length": Cell(1024, f"{_OR1}: max_completion_length: 1024"),
         "num_iterations": Cell(None, _OR1_UNSET),
         "steps_per_generation": Cell(None, _OR1_UNSET),
-        "loss_aggregation": Cell(None, f"{_OR1}: loss_type {_OR1_UNSET.split(': ', 1)[1]}"),
+        "loss_aggregation": Cell(None, f"{_OR1}: loss_type {_UNSET}"),
     },
     "TRL 1.16 默认": {
         "num_generations": Cell(8, f"{_TRL}:480"),
